@@ -1,0 +1,67 @@
+"""The slurmk8s command line: parse flags, call an action, print its errors once.
+
+Imports of actions happen inside each command so `--help` and `render` stay fast
+and never load the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import click
+import typer
+
+from slurmk8s.errors import SlurmK8sError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab.")
+
+
+@app.command()
+def init(path: str = typer.Argument("profile.yaml", help="Where to write the starter profile."),
+         force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+    """Write a commented starter profile."""
+    from slurmk8s.actions.init import write_starter
+    typer.echo(f"wrote {write_starter(path, force)}")
+
+
+@app.command()
+def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) -> None:
+    """Check a profile against the schema and the cross-field rules."""
+    from slurmk8s.actions.files import read_profile
+    p = read_profile(profile)
+    typer.echo(f"{profile}: ok (cluster {p.name}, Slurm {p.version}, {len(p.pools)} pool(s), "
+               f"{sum(x.max_replicas for x in p.pools)} node(s))")
+
+
+@app.command()
+def render(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+           output: str = typer.Option(..., "-o", "--output", help="Output directory, or - for one YAML stream."),
+           fmt: str = typer.Option("plain", "--format", help="plain (more formats: see the GitOps issue).")) -> None:
+    """Render every Kubernetes object and Slurm file of a profile."""
+    from slurmk8s.actions.render import render_to
+    if fmt != "plain":
+        raise typer.BadParameter(f"unknown format {fmt!r}; available: plain", param_hint="--format")
+    written = render_to(profile, output)
+    if output != "-":
+        typer.echo(f"wrote {len(written)} files to {output}")
+
+
+def main() -> None:
+    """Entry point: our errors print as one clean message with their exit code."""
+    try:
+        app(standalone_mode=False)
+    except SlurmK8sError as e:
+        print(str(e), file=sys.stderr)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Init of one pod process: set up its private view of the machine, then exec its command.
+
+Runs as ``python -I podinit.py SPEC_JSON`` inside fresh UTS + mount namespaces (and the pod's
+network namespace), started by ``sandbox.PodSandbox.start``. Standard library only, so it runs
+by file path whether slurmk8s is pip-installed or not. Every mount lands in the pod's private
+mount namespace and disappears with its last process.
+
+SPEC keys: hostname, rootfs (or null), lab_dir (or null), mounts (list of
+{"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
+devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import socket
+import stat
+import sys
+
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+
+
+class InitError(Exception):
+    """A setup step failed; printed as one line before exiting 126."""
+
+
+def mount(src: str | None, dst: str, fstype: str | None = None, flags: int = 0, data: str | None = None) -> None:
+    """mount(2) without forking mount(8)."""
+    enc = (lambda s: s.encode() if s is not None else None)
+    if _libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise InitError(f"mount {src} -> {dst} ({fstype or 'bind'}): {os.strerror(err)}")
+
+
+def resolve_in_root(root: str, path: str) -> str:
+    """Host path of ``path`` as seen from inside ``root``: symlinks cannot escape it.
+
+    A rootfs holds absolute symlinks (/var/run -> /run); joining naively would follow
+    them onto the host's own /run.
+    """
+    if root == "/":
+        return os.path.normpath(path)
+    parts = [p for p in path.split("/") if p]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = os.path.join(root, *resolved, part)
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise InitError(f"too many symlinks resolving {path} in {root}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p] + parts
+            continue
+        resolved.append(part)
+    return os.path.join(root, *resolved)
+
+
+def _make_target(target: str, like_dir: bool) -> None:
+    if os.path.lexists(target):
+        return
+    if like_dir:
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+
+
+def _host_dev_submounts() -> list[str]:
+    """Mount points below /dev (pts, shm, mqueue...), shallowest first."""
+    found = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            point = line.split()[4]
+            if point.startswith("/dev/"):
+                found.append(point)
+    return sorted(set(found), key=lambda p: p.count("/"))
+
+
+def private_dev(target: str, devices: list[dict]) -> None:
+    """Mount a tmpfs /dev at ``target``: copies of the host's nodes, its submounts, plus ``devices``.
+
+    The extra nodes (fake GPUs) exist only in this tmpfs: nothing is written to the host's /dev.
+    """
+    submounts = [m for m in _host_dev_submounts()
+                 if not any(m.startswith(o + "/") for o in _host_dev_submounts() if o != m)]
+    # O_PATH fds keep the host's submounts reachable after /dev itself is covered
+    fds = {m: os.open(m, os.O_PATH) for m in submounts}
+    entries = []
+    for dirpath, dirnames, filenames in os.walk("/dev"):
+        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in fds]
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            entries.append((path[len("/dev"):], os.lstat(path), os.readlink(path) if os.path.islink(path) else None))
+    mount("tmpfs", target, "tmpfs", 0, "mode=755")
+    for rel, st, link in entries:
+        dst = target + rel
+        if link is not None:
+            os.symlink(link, dst)
+        elif stat.S_ISDIR(st.st_mode):
+            os.makedirs(dst, exist_ok=True)
+            os.chmod(dst, stat.S_IMODE(st.st_mode))
+        elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            os.mknod(dst, st.st_mode, st.st_rdev)
+            os.chmod(dst, stat.S_IMODE(st.st_mode))
+            os.chown(dst, st.st_uid, st.st_gid)
+    for point, fd in fds.items():
+        dst = target + point[len("/dev"):]
+        os.makedirs(dst, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", dst, None, MS_BIND | MS_REC)
+        os.close(fd)
+    for dev in devices:
+        dst = target + dev["path"][len("/dev"):]
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.lexists(dst):
+            os.unlink(dst)
+        os.mknod(dst, stat.S_IFCHR | dev["mode"], os.makedev(dev["major"], dev["minor"]))
+        os.chmod(dst, dev["mode"])
+
+
+def setup(spec: dict) -> None:
+    """Everything before exec: hostname, /dev, /proc, /sys, binds, tmpfs, chroot, cwd."""
+    socket.sethostname(spec["hostname"])
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    root = spec.get("rootfs") or "/"
+    devices = spec.get("devices") or []
+    for dev in devices:
+        if not dev["path"].startswith("/dev/"):
+            raise InitError(f"device {dev['path']}: must be below /dev/")
+    mounts = list(spec.get("mounts") or [])
+    if root != "/":
+        mount("proc", resolve_in_root(root, "/proc"), "proc")
+        mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
+        if devices:
+            private_dev(resolve_in_root(root, "/dev"), devices)
+        else:
+            mount("/dev", resolve_in_root(root, "/dev"), None, MS_BIND | MS_REC)
+        hosts = resolve_in_root(root, "/etc/hosts")
+        if not os.path.exists(hosts):  # minbase debootstrap makes none; it is a bind target
+            open(hosts, "a").close()
+        if spec.get("lab_dir"):
+            mounts.append({"type": "bind", "src": spec["lab_dir"], "dst": spec["lab_dir"]})
+    elif devices:
+        private_dev("/dev", devices)
+    # shallowest first: a tmpfs /run must exist before /run/munge is bound onto it
+    for m in sorted(mounts, key=lambda m: os.path.normpath(m["dst"]).count("/")):
+        target = resolve_in_root(root, m["dst"])
+        if m["type"] == "tmpfs":
+            os.makedirs(target, exist_ok=True)
+            mount("tmpfs", target, "tmpfs", 0, m.get("options") or "mode=755")
+        elif m["type"] == "bind":
+            if not os.path.exists(m["src"]):
+                raise InitError(f"bind source {m['src']} does not exist")
+            _make_target(target, os.path.isdir(m["src"]))
+            mount(m["src"], target, None, MS_BIND | MS_REC)
+            if m.get("readonly"):
+                mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        else:
+            raise InitError(f"unknown mount type {m['type']!r}")
+    if root != "/":
+        os.chroot(root)
+    os.chdir(spec.get("workdir") or "/")
+
+
+def main() -> None:
+    """Parse the spec from argv[1], set up, exec; exit 126 (setup) or 127 (exec) on failure."""
+    spec = json.loads(sys.argv[1])
+    try:
+        setup(spec)
+    except (InitError, OSError) as e:
+        print(f"podinit[{spec.get('hostname')}]: {e}", file=sys.stderr, flush=True)
+        sys.exit(126)
+    argv = spec["argv"]
+    try:
+        os.execvpe(argv[0], argv, spec["env"])
+    except OSError as e:
+        print(f"podinit[{spec.get('hostname')}]: exec {argv[0]}: {e}", file=sys.stderr, flush=True)
+        sys.exit(127)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,577 @@
+"""Pod sandboxes: one network namespace + UTS/mount namespace per pod, all on one bridge.
+
+A lab (``LabNetwork``) owns a Linux bridge with a /24 out of 198.18.0.0/15 (reserved for
+tests): no default route, no NAT, nothing forwarded off the bridge, so pods reach only
+each other and the host's bridge address. Each pod (``PodSandbox``) is a named netns with
+a veth on that bridge; its processes are started through ``podinit`` in fresh UTS + mount
+namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device nodes.
+
+Everything a lab creates is named from the lab id, and recorded in a state file under
+/run/slurmk8s/labs, so that ``teardown(lab_id)`` can clean up after a crash from another
+process, and ``leftovers(lab_id)`` can prove that nothing is left.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmk8s.lab import podinit
+from slurmk8s.lab.errors import LabError
+
+STATE_DIR = Path("/run/slurmk8s/labs")
+TEST_NET = ipaddress.ip_network("198.18.0.0/15")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PODINIT = Path(podinit.__file__).resolve()
+TOOL_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+_LAB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_POD_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+_IFNAMSIZ = 15
+# Popen objects of this process by pid: teardown reaps through them so that Popen.returncode stays right
+_POPENS: dict[int, subprocess.Popen] = {}
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Bind-mount host path ``src`` at ``dst`` inside the pod (dst created if missing)."""
+
+    src: str | Path
+    dst: str
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """A private tmpfs at ``dst`` inside the pod."""
+
+    dst: str
+    options: str = "mode=755"
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A character device node that exists only in one pod's private /dev."""
+
+    path: str
+    major: int
+    minor: int
+    mode: int = 0o666
+
+
+def fake_gpus(count: int) -> tuple[DeviceNode, ...]:
+    """NVIDIA-like device nodes /dev/nvidia0..count-1 (char 195:N); no driver behind them."""
+    return tuple(DeviceNode(f"/dev/nvidia{i}", 195, i) for i in range(count))
+
+
+# ---------------------------------------------------------------- names and state
+
+
+def lab_prefix(lab_id: str) -> str:
+    """Prefix of every netns and link of a lab: 'sk' + 6 hex digits of the id's hash."""
+    if not _LAB_ID.match(lab_id):
+        raise LabError(f"lab id {lab_id!r}: expected lowercase letters, digits and '-', at most 63")
+    return "sk" + hashlib.sha1(lab_id.encode()).hexdigest()[:6]
+
+
+def default_subnet(lab_id: str) -> ipaddress.IPv4Network:
+    """The lab's /24 in 198.18.0.0/15, chosen by the id's hash so that labs rarely collide."""
+    index = int(hashlib.sha1(lab_id.encode()).hexdigest()[6:12], 16) % 512
+    return ipaddress.ip_network(f"198.{18 + index // 256}.{index % 256}.0/24")
+
+
+def _state_file(lab_id: str) -> Path:
+    return STATE_DIR / f"{lab_id}.json"
+
+
+def _load_state(lab_id: str) -> dict | None:
+    try:
+        return json.loads(_state_file(lab_id).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _save_state(lab_id: str, state: dict) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = _state_file(lab_id).with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, _state_file(lab_id))
+
+
+def _run(argv: Sequence[str], what: str, timeout: float = 10, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=TOOL_ENV,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: `{' '.join(argv)}` timed out after {timeout} s") from None
+    except FileNotFoundError:
+        raise LabError(f"{what}: {argv[0]} is not installed") from None
+    if check and done.returncode != 0:
+        raise LabError(f"{what}: `{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()}")
+    return done
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Start time of pid in clock ticks (None if gone or a zombie): tells pid reuse apart."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+# ---------------------------------------------------------------- network
+
+
+class LabNetwork:
+    """The bridge of one lab and the registry of its pods."""
+
+    def __init__(self, lab_id: str, subnet: str | None = None, lab_dir: str | Path | None = None):
+        self.lab_id = lab_id
+        self.prefix = lab_prefix(lab_id)
+        self.bridge = f"{self.prefix}br"
+        self.subnet = ipaddress.ip_network(subnet) if subnet else default_subnet(lab_id)
+        if self.subnet.prefixlen != 24 or not self.subnet.subnet_of(TEST_NET):
+            raise LabError(f"lab subnet {self.subnet}: expected a /24 inside {TEST_NET} (reserved for tests)")
+        self.gateway = str(self.subnet.network_address + 1)
+        self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
+        self.pods: dict[str, PodSandbox] = {}
+
+    def _state(self) -> dict:
+        return {
+            "lab_id": self.lab_id, "prefix": self.prefix, "bridge": self.bridge, "subnet": str(self.subnet),
+            "lab_dir": str(self.lab_dir),
+            "pods": {p.name: {"hostname": p.hostname, "ip": p.ip, "netns": p.netns, "veth": p.veth,
+                              "procs": p._recorded} for p in self.pods.values()},
+        }
+
+    def save(self) -> None:
+        """Record the lab's pods and processes for a later ``teardown``/``leftovers``."""
+        _save_state(self.lab_id, self._state())
+
+    def create(self) -> LabNetwork:
+        """Create the bridge; LabError if this lab already exists (run ``teardown`` first)."""
+        if _load_state(self.lab_id) is not None or Path(f"/sys/class/net/{self.bridge}").exists():
+            raise LabError(f"lab {self.lab_id} already exists: run teardown({self.lab_id!r}) first")
+        used = _addresses_in_use()
+        if any(ipaddress.ip_address(a) in self.subnet for a in used):
+            raise LabError(f"lab subnet {self.subnet} is already in use on this host: pass another subnet")
+        self.lab_dir.mkdir(parents=True, exist_ok=True)
+        self.save()  # first, so that a failure below is still cleaned up by teardown
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"create bridge {self.bridge}")
+        _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge], f"address bridge {self.bridge}")
+        _run(["ip", "link", "set", self.bridge, "up"], f"bring up bridge {self.bridge}")
+        return self
+
+    def add_pod(self, name: str, hostname: str | None = None, ip: str | None = None,
+                devices: Iterable[DeviceNode] = ()) -> PodSandbox:
+        """Create a pod sandbox (netns + veth on the bridge); ip defaults to .10 + its index."""
+        if name in self.pods:
+            raise LabError(f"pod {name} already exists in lab {self.lab_id}")
+        index = len(self.pods)
+        ip = ip or str(self.subnet.network_address + 10 + index)
+        if ipaddress.ip_address(ip) not in self.subnet or ip == self.gateway:
+            raise LabError(f"pod {name}: ip {ip} is not a free address of {self.subnet}")
+        pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices))
+        self.pods[name] = pod
+        self.save()
+        pod.create()
+        return pod
+
+    def hosts_text(self, extra: Mapping[str, str] | None = None) -> str:
+        """An /etc/hosts for the pods: localhost, every pod's hostname, then ``extra`` name -> ip."""
+        lines = ["127.0.0.1 localhost"]
+        lines += [f"{p.ip} {p.hostname}" for p in self.pods.values()]
+        lines += [f"{ip} {name}" for name, ip in (extra or {}).items()]
+        return "\n".join(lines) + "\n"
+
+    def destroy(self, deadline_s: float = 10) -> list[str]:
+        """Tear the whole lab down (see ``teardown``); returns what could not be removed."""
+        return teardown(self.lab_id, deadline_s=deadline_s)
+
+    def __enter__(self) -> LabNetwork:
+        return self.create()
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+def _addresses_in_use() -> list[str]:
+    out = _run(["ip", "-j", "addr", "show"], "list addresses").stdout
+    return [a["local"] for link in json.loads(out or "[]") for a in link.get("addr_info", []) if "local" in a]
+
+
+# ---------------------------------------------------------------- pods
+
+
+class PodSandbox:
+    """One pod: a netns with eth0 on the lab bridge; processes started in it by ``start``."""
+
+    def __init__(self, network: LabNetwork, name: str, hostname: str, ip: str, index: int,
+                 devices: tuple[DeviceNode, ...] = ()):
+        if not _POD_NAME.match(name) or not _POD_NAME.match(hostname):
+            raise LabError(f"pod {name!r} / hostname {hostname!r}: expected a DNS label")
+        self.network = network
+        self.name = name
+        self.hostname = hostname
+        self.ip = ip
+        self.devices = devices
+        self.netns = f"{network.prefix}-{name}"
+        self.veth = f"{network.prefix}v{index}"
+        if len(self.veth) > _IFNAMSIZ:
+            raise LabError(f"pod {name}: interface name {self.veth} is longer than {_IFNAMSIZ}")
+        self.processes: list[subprocess.Popen] = []
+        self.logs: dict[int, Path] = {}
+        self._specs: dict[int, dict] = {}
+        self._recorded: list[dict] = []
+
+    def create(self) -> None:
+        """Create the netns, the veth pair (eth0 inside), addresses and links."""
+        ns = self.netns
+        _run(["ip", "netns", "add", ns], f"create netns {ns}")
+        _run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", ns],
+             f"create veth {self.veth}")
+        _run(["ip", "link", "set", self.veth, "master", self.network.bridge, "up"], f"attach {self.veth}")
+        for args in (["addr", "add", f"{self.ip}/24", "dev", "eth0"], ["link", "set", "eth0", "up"],
+                     ["link", "set", "lo", "up"]):
+            _run(["ip", "-n", ns, *args], f"configure pod {self.name}")
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], mounts: Iterable[Bind | Tmpfs] = (),
+              rootfs: str | Path | None = None, workdir: str | None = None,
+              stdout_path: str | Path | None = None) -> subprocess.Popen:
+        """Run argv in the foreground inside the pod, with exactly ``env``; Popen.pid is the command.
+
+        The command sees the pod hostname, ``mounts`` (shallowest first), the pod's device
+        nodes, and, given a rootfs, runs chrooted in it with /proc, /dev, /sys and the lab dir.
+        Output (stdout and stderr) is appended to ``stdout_path`` (default lab_dir/NAME.out).
+        """
+        if not argv:
+            raise LabError(f"pod {self.name}: empty command")
+        if rootfs is not None and not Path(rootfs, "usr/bin").is_dir():
+            raise LabError(f"pod {self.name}: rootfs {rootfs} is not a Debian root file system")
+        spec = {
+            "hostname": self.hostname,
+            "rootfs": str(rootfs) if rootfs else None,
+            "lab_dir": str(self.network.lab_dir),
+            "mounts": [_mount_spec(m) for m in mounts],
+            "devices": [{"path": d.path, "major": d.major, "minor": d.minor, "mode": d.mode} for d in self.devices],
+            "workdir": workdir,
+            "argv": [str(a) for a in argv],
+            "env": dict(env),
+        }
+        log = Path(stdout_path) if stdout_path else self.network.lab_dir / f"{self.name}.out"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = ["nsenter", f"--net=/run/netns/{self.netns}", "unshare", "--uts", "--mount", "--propagation",
+               "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
+        with log.open("ab") as out:
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        env=TOOL_ENV, start_new_session=True, close_fds=True)
+            except OSError as e:
+                raise LabError(f"pod {self.name}: cannot start {argv[0]}: {e}") from e
+        self.processes.append(proc)
+        _POPENS[proc.pid] = proc
+        self.logs[proc.pid] = log
+        self._specs[proc.pid] = spec
+        self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
+        self.network.save()
+        return proc
+
+    def log_of(self, proc: subprocess.Popen) -> Path:
+        """The output file of a process started by ``start``."""
+        return self.logs[proc.pid]
+
+    def exec_in(self, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 30,
+                input: str | None = None, proc: subprocess.Popen | None = None) -> subprocess.CompletedProcess:
+        """Run a one-off command in the namespaces, root and cwd of a running pod process.
+
+        ``proc`` defaults to the pod's first live process; ``env`` to that process's env.
+        Output is captured as text; LabError if nothing runs in the pod or on timeout.
+        """
+        target = proc or next((p for p in self.processes if p.poll() is None), None)
+        if target is None or target.poll() is not None:
+            raise LabError(f"pod {self.name}: no running process to exec {argv[0]!r} in")
+        run_env = dict(env) if env is not None else self._specs[target.pid]["env"]
+        # -r/-w: the root and cwd of the target, i.e. its chroot when it runs from a rootfs
+        cmd = ["nsenter", "-t", str(target.pid), "-n", "-u", "-m", "-r", "-w", "--", *map(str, argv)]
+        try:
+            return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                                  env=run_env)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"pod {self.name}: `{' '.join(map(str, argv))}` timed out after {timeout} s") from None
+
+
+def _mount_spec(m: Bind | Tmpfs | tuple) -> dict:
+    if isinstance(m, tuple) and not isinstance(m, (Bind, Tmpfs)):
+        m = Bind(*m)
+    if isinstance(m, Bind):
+        if not str(m.dst).startswith("/"):
+            raise LabError(f"bind {m.src} -> {m.dst}: destination must be absolute")
+        return {"type": "bind", "src": str(Path(m.src).resolve()), "dst": m.dst, "readonly": m.readonly}
+    if isinstance(m, Tmpfs):
+        if not m.dst.startswith("/"):
+            raise LabError(f"tmpfs {m.dst}: destination must be absolute")
+        return {"type": "tmpfs", "dst": m.dst, "options": m.options}
+    raise LabError(f"unknown mount {m!r}: expected Bind, Tmpfs or (src, dst)")
+
+
+# ---------------------------------------------------------------- waiting
+
+
+def tail(path: str | Path, lines: int = 20) -> str:
+    """The last lines of a text file ('' if it does not exist)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def wait_until(predicate: Callable[[], object], deadline_s: float, what: str,
+               proc: subprocess.Popen | None = None, log_path: str | Path | Sequence[str | Path] | None = None,
+               interval: float = 0.1):
+    """Poll ``predicate`` until truthy (returns its value) or the wall-clock deadline passes.
+
+    Fails fast when ``proc`` has exited. The LabError names ``what`` and carries the last
+    lines of ``log_path`` (one path or several) and the predicate's last exception.
+    """
+    end = time.monotonic() + deadline_s
+    last_error: BaseException | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # a poll that errors is "not ready yet"; kept for the message
+            last_error = e
+        died = proc is not None and proc.poll() is not None
+        if died or time.monotonic() >= end:
+            head = (f"{what}: process {proc.pid} exited with code {proc.returncode} before it was ready"
+                    if died else f"{what}: not ready after {deadline_s:g} s")
+            raise LabError(head + _failure_details(last_error, log_path))
+        time.sleep(min(interval, max(0.0, end - time.monotonic())))
+
+
+def _failure_details(error: BaseException | None, log_path) -> str:
+    parts = []
+    if error is not None:
+        parts.append(f"last check failed: {error}")
+    paths = [] if log_path is None else [log_path] if isinstance(log_path, (str, Path)) else list(log_path)
+    for path in paths:
+        text = tail(path)
+        parts.append(f"last lines of {path}:\n{text}" if text else f"{path}: empty or missing")
+    return "".join("\n" + p for p in parts)
+
+
+# ---------------------------------------------------------------- preflight
+
+
+def preflight() -> None:
+    """LabError unless we are root, the namespace tools exist and namespaces can be created."""
+    if os.geteuid() != 0:
+        raise LabError("the pod lab needs root (network, UTS and mount namespaces, bridges, mounts)")
+    missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool, path=TOOL_ENV["PATH"]) is None]
+    if missing:
+        raise LabError(f"the pod lab needs {', '.join(missing)}: apt-get install util-linux iproute2")
+    done = _run(["unshare", "--net", "--uts", "--mount", "--propagation", "private", "true"],
+                "create namespaces", check=False)
+    if done.returncode != 0:
+        raise LabError(f"cannot create namespaces here (unshare exited {done.returncode}): {done.stderr.strip()}")
+
+
+# ---------------------------------------------------------------- teardown
+
+
+def _our_netns(prefix: str) -> list[str]:
+    try:
+        names = os.listdir("/run/netns")
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n.startswith(prefix + "-"))
+
+
+def _our_links(prefix: str) -> list[str]:
+    return sorted(n for n in os.listdir("/sys/class/net") if n.startswith(prefix))
+
+
+def _pids_in_netns(names: Iterable[str]) -> dict[int, str]:
+    """pid -> netns name, for every live process whose network namespace is one of ``names``."""
+    inodes = {}
+    for name in names:
+        try:
+            st = os.stat(f"/run/netns/{name}")
+            inodes[(st.st_dev, st.st_ino)] = name
+        except OSError:
+            continue
+    found: dict[int, str] = {}
+    if not inodes:
+        return found
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        name = inodes.get((st.st_dev, st.st_ino))
+        if name and _proc_start_time(int(entry)) is not None:
+            found[int(entry)] = name
+    return found
+
+
+def _recorded_live(state: dict | None) -> dict[int, str]:
+    """Recorded pod processes still alive (same pid and start time): they may outlive their netns."""
+    live = {}
+    for pod, info in (state or {}).get("pods", {}).items():
+        for rec in info.get("procs", []):
+            if rec.get("start") is not None and _proc_start_time(rec["pid"]) == rec["start"]:
+                live[rec["pid"]] = pod
+    return live
+
+
+def _reap(pids: Iterable[int]) -> None:
+    for pid in pids:
+        if pid in _POPENS:
+            _POPENS[pid].poll()
+            continue
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass  # not our child: its own parent reaps it
+
+
+def _cgroup_names(state: dict | None) -> list[str]:
+    hosts = sorted({info["hostname"] for info in (state or {}).get("pods", {}).values()})
+    return [f"slurm_{h}" for h in hosts]
+
+
+def _cgroup_dirs(state: dict | None) -> list[Path]:
+    """Slurm's per-node cgroup dirs (/sys/fs/cgroup/<ctrl>/slurm_<node>) of this lab's pods."""
+    found = []
+    for name in _cgroup_names(state):
+        found += [d for d in CGROUP_ROOT.glob(f"*/{name}") if d.is_dir()]
+    return sorted(found)
+
+
+def _mounts_under(lab_dir: str | None) -> list[str]:
+    if not lab_dir:
+        return []
+    root = os.path.realpath(lab_dir)
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            point = line.split()[4].replace("\\040", " ")
+            if point == root or point.startswith(root + "/"):
+                points.append(point)
+    return points
+
+
+def _rmdir_tree(top: Path) -> None:
+    """rmdir a cgroup tree deepest first (cgroupfs refuses rm -r of its files)."""
+    for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+        try:
+            os.rmdir(dirpath)
+        except FileNotFoundError:
+            pass
+
+
+def leftovers(lab_id: str) -> list[str]:
+    """Everything of the lab still present: processes, netns, links, cgroup dirs, mounts."""
+    prefix = lab_prefix(lab_id)
+    state = _load_state(lab_id)
+    found = []
+    procs = {**_recorded_live(state), **_pids_in_netns(_our_netns(prefix))}
+    found += [f"process {pid} ({_comm(pid)}) of {where}" for pid, where in sorted(procs.items())]
+    found += [f"netns {n}" for n in _our_netns(prefix)]
+    found += [f"link {n}" for n in _our_links(prefix)]
+    found += [f"cgroup dir {d}" for d in _cgroup_dirs(state)]
+    found += [f"mount {m}" for m in _mounts_under((state or {}).get("lab_dir"))]
+    return found
+
+
+def teardown(lab_id: str, deadline_s: float = 10, log: Callable[[str], None] | None = None) -> list[str]:
+    """Remove everything of the lab; idempotent, and safe before setup or after a crash.
+
+    SIGTERM to every process of the lab at once, SIGKILL after ``deadline_s``, then netns,
+    veths, bridge, Slurm's cgroup dirs and mounts under the lab dir. Returns ``leftovers``
+    (empty on success; the state file is kept until then so that a rerun can finish the job).
+    """
+    prefix = lab_prefix(lab_id)
+    state = _load_state(lab_id)
+    recorded = [rec["pid"] for info in (state or {}).get("pods", {}).values() for rec in info.get("procs", [])]
+
+    def alive() -> dict[int, str]:
+        _reap(recorded)
+        return {**_recorded_live(state), **_pids_in_netns(_our_netns(prefix))}
+
+    signalled: set[int] = set()
+    end = time.monotonic() + deadline_s
+    kill_end = end + 5
+    while True:
+        pids = alive()
+        if not pids:
+            break
+        now = time.monotonic()
+        if now >= kill_end:
+            break
+        sig = signal.SIGTERM if now < end else signal.SIGKILL
+        for pid in pids:
+            if sig == signal.SIGKILL or pid not in signalled:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+                signalled.add(pid)
+        time.sleep(0.05)
+    _reap(recorded)
+
+    for link in _our_links(prefix):
+        if link != f"{prefix}br":
+            _run(["ip", "link", "del", link], f"delete link {link}", check=False)
+    for ns in _our_netns(prefix):
+        _run(["ip", "netns", "del", ns], f"delete netns {ns}", check=False)
+    if Path(f"/sys/class/net/{prefix}br").exists():
+        _run(["ip", "link", "del", f"{prefix}br"], f"delete bridge {prefix}br", check=False)
+
+    # a cgroup dir is busy until the kernel has released its last task: retry briefly
+    cg_end = time.monotonic() + 3
+    while True:
+        busy = []
+        for top in _cgroup_dirs(state):
+            try:
+                _rmdir_tree(top)
+            except OSError as e:
+                if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                    raise
+                busy.append(top)
+        if not busy or time.monotonic() >= cg_end:
+            break
+        time.sleep(0.05)
+
+    for point in sorted(_mounts_under((state or {}).get("lab_dir")), key=lambda p: -p.count("/")):
+        _run(["umount", "-l", point], f"unmount {point}", check=False)
+
+    remaining = leftovers(lab_id)
+    if not remaining:
+        _state_file(lab_id).unlink(missing_ok=True)
+    elif log:
+        log(f"teardown of lab {lab_id} left: " + "; ".join(remaining))
+    return remaining

@@ -1,0 +1,205 @@
+"""Every object name, label, hostname and DNS name of a rendered cluster.
+
+Nothing else in slurmk8s builds a name by string formatting: change a name here and
+the Slurm config, the Kubernetes objects and the lab all follow.
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_LABEL = 63
+# The StatefulSet controller labels each pod `controller-revision-hash: <sts>-<10 chars>`,
+# and a label value is at most 63 characters: longer StatefulSet names fail at runtime.
+MAX_STATEFULSET_NAME = 52
+
+CLUSTER_DOMAIN = "cluster.local"
+MANAGER = "slurmk8s"
+
+# Component keys: used in labels, ServiceAccount names and object names.
+CONTROLLER = "controller"
+ACCOUNTING = "accounting"
+DATABASE = "mariadb"
+LOGIN = "login"
+RESTAPI = "restapi"
+WORKER = "worker"
+COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
+
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_POOL = "slurmk8s.io/pool"
+ANNOTATION_CONFIG_HASH = "slurmk8s.io/config-hash"
+ANNOTATION_NODE_NAMES = "slurmk8s.io/slurm-nodes"
+ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
+
+# Daemon per component, for app.kubernetes.io/name.
+DAEMON = {
+    CONTROLLER: "slurmctld",
+    ACCOUNTING: "slurmdbd",
+    DATABASE: "mariadb",
+    WORKER: "slurmd",
+    LOGIN: "login",
+    RESTAPI: "slurmrestd",
+}
+
+
+def is_dns_label(value: str) -> bool:
+    """True when value is a DNS-1123 label (lowercase, digits, '-', at most 63)."""
+    return len(value) <= MAX_LABEL and bool(DNS1123_LABEL.match(value))
+
+
+def component_name(cluster: str, component: str) -> str:
+    """StatefulSet/Deployment/Service/ServiceAccount name of a singleton component."""
+    return f"{cluster}-{component}"
+
+
+def pool_statefulset(cluster: str, pool: str) -> str:
+    """StatefulSet (and PodDisruptionBudget) name of a slurmd pool."""
+    return f"{cluster}-{pool}"
+
+
+def nodes_service(cluster: str) -> str:
+    """The one headless Service that governs every pool's StatefulSet.
+
+    One Service (not one per pool) keeps every slurmd pod under a single DNS
+    subdomain, so one search domain resolves all node hostnames: Kubernetes
+    allows at most 32 search domains and Slurm host lists cannot carry a suffix.
+    """
+    return f"{cluster}-slurmd"
+
+
+def pod_name(statefulset: str, ordinal: int) -> str:
+    """Pod name (and hostname) of a StatefulSet member."""
+    return f"{statefulset}-{ordinal}"
+
+
+def slurm_node_name(pool: str, ordinal: int) -> str:
+    """Slurm NodeName of a pool member: <pool>-<i>."""
+    return f"{pool}-{ordinal}"
+
+
+def slurm_node_range(pool: str, count: int) -> str:
+    """Slurm hostlist for ordinals 0..count-1 of a pool."""
+    return _range(pool, count)
+
+
+def pool_hostname_range(cluster: str, pool: str, count: int) -> str:
+    """Slurm hostlist of the pod hostnames of a pool (NodeHostname)."""
+    return _range(pool_statefulset(cluster, pool), count)
+
+
+def _range(prefix: str, count: int) -> str:
+    return f"{prefix}-0" if count == 1 else f"{prefix}-[0-{count - 1}]"
+
+
+def service_fqdn(service: str, namespace: str) -> str:
+    """Cluster-wide DNS name of a Service."""
+    return f"{service}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
+def pod_dns(pod: str, service: str) -> str:
+    """Namespace-relative DNS name of a StatefulSet pod under its governing Service."""
+    return f"{pod}.{service}"
+
+
+def search_domains(cluster: str, namespace: str) -> list[str]:
+    """DNS search domains every Slurm pod gets, so bare pod hostnames resolve."""
+    return [
+        service_fqdn(nodes_service(cluster), namespace),
+        service_fqdn(component_name(cluster, CONTROLLER), namespace),
+        service_fqdn(login_pods_service(cluster), namespace),
+    ]
+
+
+def login_pods_service(cluster: str) -> str:
+    """Headless Service governing the login pods (the ssh Service is separate)."""
+    return f"{cluster}-login-pods"
+
+
+def controller_hosts(cluster: str, replicas: int) -> list[tuple[str, str]]:
+    """(hostname, address) of each slurmctld: primary first, then the backup."""
+    sts = component_name(cluster, CONTROLLER)
+    return [(pod_name(sts, i), pod_dns(pod_name(sts, i), sts)) for i in range(replicas)]
+
+
+def accounting_host(cluster: str) -> str:
+    """Hostname of the slurmdbd pod (DbdHost must equal it)."""
+    return pod_name(component_name(cluster, ACCOUNTING), 0)
+
+
+def config_map(cluster: str) -> str:
+    """ConfigMap holding slurm.conf and its companions, read by every Slurm pod."""
+    return f"{cluster}-slurm-config"
+
+
+def slurmdbd_config_map(cluster: str) -> str:
+    """ConfigMap holding slurmdbd.conf without its password (read by slurmdbd only)."""
+    return f"{cluster}-slurmdbd-config"
+
+
+def login_config_map(cluster: str) -> str:
+    """ConfigMap holding the login pod's sshd config and authorized keys."""
+    return f"{cluster}-login-config"
+
+
+def auth_secret(cluster: str) -> str:
+    """Secret with the shared auth key (slurm.key or munge.key); created by `up`."""
+    return f"{cluster}-auth-key"
+
+
+def jwt_secret(cluster: str) -> str:
+    """Secret with the JWT signing key for slurmrestd; created by `up`."""
+    return f"{cluster}-jwt-key"
+
+
+def db_password_secret(cluster: str) -> str:
+    """Secret with the embedded MariaDB's slurm password; created by `up`."""
+    return f"{cluster}-db-password"
+
+
+def network_policy(cluster: str, purpose: str) -> str:
+    """NetworkPolicy name for one purpose (slurm, database, login, ...)."""
+    return f"{cluster}-{purpose}"
+
+
+def role(cluster: str, purpose: str) -> str:
+    """Role/RoleBinding name for one purpose."""
+    return f"{cluster}-{purpose}"
+
+
+def selector_labels(cluster: str, component: str, pool: str | None = None) -> dict[str, str]:
+    """Labels that select a component's pods (stable: used in selectors)."""
+    labels = {LABEL_INSTANCE: cluster, LABEL_COMPONENT: component}
+    if pool is not None:
+        labels[LABEL_POOL] = pool
+    return labels
+
+
+def object_labels(cluster: str, component: str | None = None, pool: str | None = None) -> dict[str, str]:
+    """Labels on every object we render; `up` prunes only objects carrying them."""
+    labels = {LABEL_INSTANCE: cluster, LABEL_PART_OF: "slurm", LABEL_MANAGED_BY: MANAGER}
+    if component is not None:
+        labels[LABEL_COMPONENT] = component
+        labels[LABEL_NAME] = DAEMON[component]
+    if pool is not None:
+        labels[LABEL_POOL] = pool
+    return labels
+
+
+def all_object_names(cluster: str, pools: list[str], controller_replicas: int) -> dict[str, str]:
+    """Every generated name that becomes a DNS label, keyed by what it names (for checks)."""
+    names = {f"component {c}": component_name(cluster, c) for c in COMPONENTS if c != WORKER}
+    names["slurmd service"] = nodes_service(cluster)
+    names["slurm config map"] = config_map(cluster)
+    names["slurmdbd config map"] = slurmdbd_config_map(cluster)
+    names["auth secret"] = auth_secret(cluster)
+    names["db password secret"] = db_password_secret(cluster)
+    for host, _ in controller_hosts(cluster, controller_replicas):
+        names[f"controller pod {host}"] = host
+    for p in pools:
+        names[f"pool {p} statefulset"] = pool_statefulset(cluster, p)
+    return names

@@ -1,0 +1,1 @@
+"""Writing bundles out: a reviewable tree of files, or one YAML stream."""

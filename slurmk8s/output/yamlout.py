@@ -1,0 +1,31 @@
+"""Deterministic YAML: key order as built, multi-line strings as literal blocks."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import yaml
+
+_Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump(obj: Any) -> str:
+    """One YAML document."""
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+
+
+def dump_all(objs: Iterable[Any]) -> str:
+    """A multi-document stream, each document starting with ---."""
+    return "".join(f"---\n{dump(o)}" for o in objs)

@@ -1,0 +1,144 @@
+"""Cross-field rules the JSON Schema cannot express.
+
+Each rule returns (path, message, point_at_key); paths index the document as
+written (the model sorts pools, so positions come from the raw document).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmk8s import naming, versions
+from slurmk8s.profile.model import Profile
+from slurmk8s.quantity import to_mib
+
+Problem = tuple[tuple, str, bool]
+
+# slurm.conf keys the generator writes; a profile may not override them through
+# spec.slurm.config because the pods, Services and secrets depend on their values.
+OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",
+    "SlurmUser", "SlurmdUser", "AuthType", "CredType", "AuthInfo", "AuthAltTypes", "AuthAltParameters",
+    "SlurmctldPort", "SlurmdPort", "SrunPortRange", "StateSaveLocation", "SlurmdSpoolDir",
+    "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "ProctrackType", "TaskPlugin",
+    "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
+    "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
+    "SlurmctldParameters", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
+))
+OWNED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
+RESERVED_POOL_NAMES = frozenset({naming.CONTROLLER, naming.ACCOUNTING, naming.DATABASE, naming.LOGIN,
+                                 naming.RESTAPI, "slurmd", "default"})
+MIN_POOL_MEMORY_MIB = 512
+DEFAULT_IMAGE_REGISTRY = "ghcr.io/slinkyproject"
+# Slurm releases SlinkyProject publishes images for (docs/images.md).
+SLINKY_IMAGE_VERSIONS = frozenset({"24.11", "25.05", "25.11", "26.05"})
+
+
+def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
+    """Every cross-field problem of a schema-valid profile."""
+    spec = doc["spec"]
+    problems: list[Problem] = []
+    problems += _check_pools(profile, spec)
+    problems += _check_partitions(spec)
+    problems += _check_slurm(profile, spec)
+    problems += _check_accounting(spec)
+    return problems
+
+
+def _check_pools(profile: Profile, spec: dict) -> list[Problem]:
+    out: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(spec["pools"]):
+        at = ("spec", "pools", i)
+        name = raw["name"]
+        if name in seen:
+            out.append((at + ("name",), f"duplicate pool name '{name}' (also spec.pools[{seen[name]}])", False))
+        seen.setdefault(name, i)
+        if name in RESERVED_POOL_NAMES:
+            out.append((at + ("name",), f"'{name}' is reserved (it would collide with a component's objects)", False))
+        sts = naming.pool_statefulset(profile.name, name)
+        if len(sts) > naming.MAX_STATEFULSET_NAME:
+            out.append((at + ("name",), f"StatefulSet name '{sts}' would be {len(sts)} characters; "
+                        f"the limit is {naming.MAX_STATEFULSET_NAME} (shorten metadata.name or the pool name)", False))
+        replicas = raw["replicas"]
+        low = raw.get("minReplicas", replicas)
+        high = raw.get("maxReplicas", max(replicas, 1))
+        if low > high:
+            out.append((at + ("minReplicas",), f"minReplicas {low} is greater than maxReplicas {high}", False))
+        elif not low <= replicas <= high:
+            out.append((at + ("replicas",), f"{replicas} is outside minReplicas..maxReplicas ({low}..{high})", False))
+        if to_mib(raw["memory"]) < MIN_POOL_MEMORY_MIB:
+            out.append((at + ("memory",), f"{raw['memory']} is less than the minimum of {MIN_POOL_MEMORY_MIB}Mi (slurmd needs room beside the jobs)", False))
+        rdma = raw.get("rdma") or {}
+        hp = rdma.get("hugepages")
+        if hp:
+            size = to_mib(hp.get("size", "2Mi"))
+            if to_mib(hp["amount"]) % size:
+                out.append((at + ("rdma", "hugepages", "amount"), f"{hp['amount']} is not a multiple of the page size {hp.get('size', '2Mi')}", False))
+        networks = rdma.get("networks", [])
+        for j, net in enumerate(networks):
+            if net in networks[:j]:
+                out.append((at + ("rdma", "networks", j), f"network '{net}' is listed twice", False))
+    if "partitions" in spec:
+        covered = {p for part in spec["partitions"] for p in part["pools"]}
+        for i, raw in enumerate(spec["pools"]):
+            if raw["name"] not in covered:
+                out.append((("spec", "pools", i, "name"), f"pool '{raw['name']}' is in no partition; add it to one so its nodes can run jobs", False))
+    return out
+
+
+def _check_partitions(spec: dict) -> list[Problem]:
+    out: list[Problem] = []
+    pools = [p["name"] for p in spec["pools"]]
+    seen: dict[str, int] = {}
+    defaults = []
+    for i, part in enumerate(spec.get("partitions", [])):
+        at = ("spec", "partitions", i)
+        if part["name"] in seen:
+            out.append((at + ("name",), f"duplicate partition name '{part['name']}' (also spec.partitions[{seen[part['name']]}])", False))
+        seen.setdefault(part["name"], i)
+        if part["name"].lower() == "default":
+            out.append((at + ("name",), "'default' is reserved by Slurm (PartitionName=DEFAULT sets defaults)", False))
+        for j, pool in enumerate(part["pools"]):
+            if pool not in pools:
+                out.append((at + ("pools", j), f"unknown pool '{pool}' (pools: {', '.join(sorted(pools))})", False))
+        for key in part.get("config", {}):
+            if key.lower() in OWNED_PARTITION_KEYS:
+                out.append((at + ("config", key), f"'{key}' is set by the generator; use the partition's own fields", True))
+        if part.get("default"):
+            defaults.append(i)
+    for i in defaults[1:]:
+        out.append((("spec", "partitions", i, "default"), f"only one partition may be the default (spec.partitions[{defaults[0]}] already is)", False))
+    return out
+
+
+def _check_slurm(profile: Profile, spec: dict) -> list[Problem]:
+    out: list[Problem] = []
+    slurm = spec.get("slurm", {})
+    dialect = versions.dialect(profile.version)
+    if profile.auth == "slurm" and not dialect.has_auth_slurm:
+        out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
+    for key in slurm.get("config", {}):
+        if key.lower() in OWNED_SLURM_KEYS:
+            out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
+    low, high = (int(x) for x in profile.srun_port_range.split("-"))
+    if not 1024 <= low <= high <= 65535:
+        out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))
+    images = slurm.get("images", {})
+    custom = "tag" in images or images.get("registry", DEFAULT_IMAGE_REGISTRY) != DEFAULT_IMAGE_REGISTRY
+    components = ("controller", "worker", "accounting", "login", "restapi")
+    if not custom and not all(c in images for c in components):
+        if profile.auth == "munge":
+            out.append((("spec", "slurm", "auth"), "SlinkyProject's images carry no munged: with auth 'munge' set "
+                        "spec.slurm.images (registry/tag or per component) to images that do", False))
+        elif profile.version not in SLINKY_IMAGE_VERSIONS:
+            out.append((("spec", "slurm", "version"), f"SlinkyProject publishes no images for Slurm {profile.version}; "
+                        "set spec.slurm.images.registry/tag to images you build", False))
+    return out
+
+
+def _check_accounting(spec: dict) -> list[Problem]:
+    acc = spec.get("accounting", {})
+    if acc.get("enabled") is False and acc.get("database"):
+        return [(("spec", "accounting", "database"), "a database is configured but accounting.enabled is false", True)]
+    return []

@@ -1,0 +1,46 @@
+"""Every default of the cluster profile, in one place.
+
+Keys are field paths with `[]` for "each item of a list". The JSON Schema repeats
+these as `default` (for editors); tests/profile/test_schema.py keeps the two equal.
+Defaults that depend on other fields (auth by version, min/max replicas by
+replicas, image tags by version) are computed in loader.py and documented in the
+schema's descriptions instead.
+
+Default images are SlinkyProject's public ones (ghcr.io/slinkyproject/<daemon>:
+<slurm version>-<os>); facts checked against their build files are in
+docs/images.md: daemons live in /usr/sbin, config in /etc/slurm, SlurmUser is
+`slurm`; the login image runs sshd. They carry auth/slurm, not munged.
+"""
+
+from __future__ import annotations
+
+DEFAULTS: dict[str, object] = {
+    "metadata.namespace": "slurm",
+    "spec.slurm.version": "26.05",
+    "spec.slurm.images.registry": "ghcr.io/slinkyproject",
+    "spec.slurm.images.os": "ubuntu24.04",
+    "spec.slurm.images.pullPolicy": "IfNotPresent",
+    "spec.slurm.images.database": "mariadb:11.4",
+    "spec.slurm.srunPortRange": "60001-63000",
+    "spec.controller.replicas": 1,
+    "spec.controller.storage.size": "4Gi",
+    "spec.accounting.enabled": True,
+    "spec.accounting.database.embedded.storage": "10Gi",
+    "spec.accounting.database.external.port": 3306,
+    "spec.accounting.database.external.user": "slurm",
+    "spec.accounting.database.external.database": "slurm_acct_db",
+    "spec.login.replicas": 1,
+    "spec.login.service.type": "ClusterIP",
+    "spec.login.service.port": 22,
+    "spec.restapi.enabled": False,
+    "spec.restapi.replicas": 1,
+    "spec.pools[].gpus.resource": "nvidia.com/gpu",
+    "spec.pools[].rdma.count": 1,
+    "spec.pools[].rdma.hugepages.size": "2Mi",
+    "spec.partitions[].default": False,
+    "spec.partitions[].maxTime": "UNLIMITED",
+    "spec.networkPolicy.enabled": True,
+}
+
+# Used when the profile lists no partitions: one default partition with every pool.
+DEFAULT_PARTITION_NAME = "main"

@@ -1,0 +1,182 @@
+"""Load a profile: bytes -> YAML (with positions) -> schema -> defaults -> model -> checks.
+
+Pure: the caller reads the file; nothing here touches the filesystem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmk8s import versions
+from slurmk8s.errors import FieldError, ProfileError
+from slurmk8s.profile import checks
+from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
+from slurmk8s.profile.model import (
+    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, Profile,
+    Rdma, SecretRef, Storage,
+)
+from slurmk8s.profile.schema import validate_schema
+from slurmk8s.profile.yamlpos import Positions, parse
+from slurmk8s.quantity import to_mib
+
+
+def load_profile(data: bytes, source: str = "<profile>") -> Profile:
+    """Parse and validate a profile; raise ProfileError listing every problem."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ProfileError(source, [FieldError(line, col, "", f"not UTF-8 text: byte 0x{data[e.start]:02x} cannot be decoded")]) from None
+    document, positions, errors = parse(text)
+    if errors:
+        raise ProfileError(source, errors)
+    if not isinstance(document, dict):
+        raise ProfileError(source, [FieldError(*positions.of(()), "", f"expected a ClusterProfile mapping, found {type(document).__name__ if document is not None else 'nothing'}")])
+    errors = validate_schema(document, positions)
+    if errors:
+        raise ProfileError(source, errors)
+    profile = _to_model(document, source)
+    problems = checks.check_profile(profile, document)
+    if problems:
+        raise ProfileError(source, [FieldError(*positions.of(path, key=key), _fmt(path), msg) for path, msg, key in problems])
+    return profile
+
+
+def _fmt(path: tuple) -> str:
+    from slurmk8s.profile.yamlpos import format_path
+    return format_path(path)
+
+
+def _d(path: str) -> Any:
+    return DEFAULTS[path]
+
+
+def _get(obj: dict, key: str, default_path: str | None = None) -> Any:
+    if key in obj:
+        return obj[key]
+    return _d(default_path) if default_path else None
+
+
+def _to_model(doc: dict, source: str) -> Profile:
+    meta, spec = doc["metadata"], doc["spec"]
+    slurm = spec.get("slurm", {})
+    version = _get(slurm, "version", "spec.slurm.version")
+    auth = slurm.get("auth") or versions.dialect(version).default_auth
+    images = _images(slurm.get("images", {}), version)
+    controller = spec.get("controller", {})
+    cstorage = controller.get("storage", {})
+    return Profile(
+        name=meta["name"],
+        namespace=_get(meta, "namespace", "metadata.namespace"),
+        version=version,
+        auth=auth,
+        srun_port_range=_get(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
+        images=images,
+        slurm_config=tuple(sorted((k, _conf_value(v)) for k, v in slurm.get("config", {}).items())),
+        controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
+        controller_storage=Storage(cstorage.get("size", _d("spec.controller.storage.size")), cstorage.get("storageClassName")),
+        accounting=_accounting(spec.get("accounting", {})),
+        login=_login(spec.get("login", {})),
+        restapi_enabled=_get(spec.get("restapi", {}), "enabled", "spec.restapi.enabled"),
+        restapi_replicas=_get(spec.get("restapi", {}), "replicas", "spec.restapi.replicas"),
+        pools=tuple(sorted((_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
+        partitions=_partitions(spec),
+        network_policy=_get(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
+        source=source,
+    )
+
+
+def _conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    return str(value)
+
+
+def _images(raw: dict, version: str) -> Images:
+    registry = raw.get("registry", _d("spec.slurm.images.registry")).rstrip("/")
+    tag = raw.get("tag") or f"{version}-{raw.get('os', _d('spec.slurm.images.os'))}"
+
+    def image(component: str, daemon: str) -> str:
+        return raw.get(component) or f"{registry}/{daemon}:{tag}"
+
+    return Images(
+        controller=image("controller", "slurmctld"),
+        worker=image("worker", "slurmd"),
+        accounting=image("accounting", "slurmdbd"),
+        login=image("login", "login"),
+        restapi=image("restapi", "slurmrestd"),
+        database=raw.get("database", _d("spec.slurm.images.database")),
+        pull_policy=raw.get("pullPolicy", _d("spec.slurm.images.pullPolicy")),
+    )
+
+
+def _accounting(raw: dict) -> Accounting:
+    enabled = _get(raw, "enabled", "spec.accounting.enabled")
+    db = raw.get("database", {})
+    if "external" in db:
+        ext = db["external"]
+        return Accounting(enabled, None, ExternalDatabase(
+            host=ext["host"],
+            port=ext.get("port", _d("spec.accounting.database.external.port")),
+            user=ext.get("user", _d("spec.accounting.database.external.user")),
+            database=ext.get("database", _d("spec.accounting.database.external.database")),
+            password=SecretRef(ext["passwordSecret"]["name"], ext["passwordSecret"]["key"]),
+        ))
+    emb = db.get("embedded", {})
+    storage = Storage(emb.get("storage", _d("spec.accounting.database.embedded.storage")), emb.get("storageClassName"))
+    return Accounting(enabled, storage if enabled else None, None)
+
+
+def _login(raw: dict) -> Login:
+    service = raw.get("service", {})
+    return Login(
+        replicas=_get(raw, "replicas", "spec.login.replicas"),
+        service_type=_get(service, "type", "spec.login.service.type"),
+        service_port=_get(service, "port", "spec.login.service.port"),
+        ssh_from=tuple(raw.get("sshFrom", [])),
+        authorized_keys=tuple(raw.get("authorizedKeys", [])),
+    )
+
+
+def _pool(raw: dict) -> Pool:
+    replicas = raw["replicas"]
+    gpus = raw.get("gpus")
+    rdma = raw.get("rdma")
+    hp = rdma.get("hugepages") if rdma else None
+    return Pool(
+        name=raw["name"],
+        replicas=replicas,
+        min_replicas=raw.get("minReplicas", replicas),
+        max_replicas=raw.get("maxReplicas", max(replicas, 1)),
+        cpus=raw["cpus"],
+        memory=raw["memory"],
+        memory_mib=to_mib(raw["memory"]),
+        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource"))) if gpus else None,
+        rdma=Rdma(
+            resource=rdma["resource"],
+            count=rdma.get("count", _d("spec.pools[].rdma.count")),
+            networks=tuple(rdma.get("networks", [])),
+            hugepages=Hugepages(hp.get("size", _d("spec.pools[].rdma.hugepages.size")), hp["amount"]) if hp else None,
+        ) if rdma else None,
+        features=tuple(raw.get("features", [])),
+        node_selector=tuple(sorted(raw.get("nodeSelector", {}).items())),
+        tolerations=tuple(tuple(sorted(t.items())) for t in raw.get("tolerations", [])),
+    )
+
+
+def _partitions(spec: dict) -> tuple[Partition, ...]:
+    if "partitions" not in spec:
+        return (Partition(DEFAULT_PARTITION_NAME, tuple(sorted(p["name"] for p in spec["pools"])), True,
+                          _d("spec.partitions[].maxTime"), ()),)
+    parts = [
+        Partition(
+            name=p["name"],
+            pools=tuple(sorted(set(p["pools"]))),
+            default=p.get("default", _d("spec.partitions[].default")),
+            max_time=p.get("maxTime", _d("spec.partitions[].maxTime")),
+            config=tuple(sorted((k, _conf_value(v)) for k, v in p.get("config", {}).items())),
+        )
+        for p in spec["partitions"]
+    ]
+    return tuple(sorted(parts, key=lambda p: p.name))

@@ -1,0 +1,132 @@
+"""The typed, defaulted cluster profile that every other module sees.
+
+The YAML format is mapped onto these frozen dataclasses in loader.py only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Images:
+    controller: str
+    worker: str
+    accounting: str
+    login: str
+    restapi: str
+    database: str
+    pull_policy: str
+
+
+@dataclass(frozen=True)
+class Storage:
+    size: str
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class ExternalDatabase:
+    host: str
+    port: int
+    user: str
+    database: str
+    password: SecretRef
+
+
+@dataclass(frozen=True)
+class Accounting:
+    enabled: bool
+    embedded: Storage | None  # None when external or disabled
+    external: ExternalDatabase | None
+
+
+@dataclass(frozen=True)
+class Login:
+    replicas: int
+    service_type: str
+    service_port: int
+    ssh_from: tuple[str, ...]
+    authorized_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Gpus:
+    count: int
+    type: str | None
+    resource: str
+
+
+@dataclass(frozen=True)
+class Hugepages:
+    size: str
+    amount: str
+
+
+@dataclass(frozen=True)
+class Rdma:
+    resource: str
+    count: int
+    networks: tuple[str, ...]
+    hugepages: Hugepages | None
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    cpus: int
+    memory_mib: int
+    memory: str
+    gpus: Gpus | None
+    rdma: Rdma | None
+    features: tuple[str, ...]
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[tuple[tuple[str, object], ...], ...]
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_replicas < self.max_replicas
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    pools: tuple[str, ...]
+    default: bool
+    max_time: str
+    config: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated, fully defaulted cluster profile."""
+
+    name: str
+    namespace: str
+    version: str
+    auth: str
+    srun_port_range: str
+    images: Images
+    slurm_config: tuple[tuple[str, str], ...]
+    controller_replicas: int
+    controller_storage: Storage
+    accounting: Accounting
+    login: Login
+    restapi_enabled: bool
+    restapi_replicas: int
+    pools: tuple[Pool, ...]
+    partitions: tuple[Partition, ...]
+    network_policy: bool
+    source: str = field(default="<profile>", compare=False)
+
+    def pool(self, name: str) -> Pool:
+        return next(p for p in self.pools if p.name == name)

@@ -1,0 +1,87 @@
+"""profile -> Bundle: pure and deterministic (no I/O, no clock, no randomness, no kubernetes)."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.bundle import Bundle, RequiredSecret
+from slurmk8s.render.k8s import accounting, cluster, controller, login, restapi, workers
+from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
+from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
+
+__all__ = ["Bundle", "RequiredSecret", "render"]
+
+
+def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
+    """The Secrets the bundle refers to and `up` must create (never regenerated)."""
+    c = profile.name
+    secrets = [RequiredSecret(naming.auth_secret(c), auth_key_name(profile), auth_key_name(profile), naming.CONTROLLER)]
+    if profile.accounting.enabled and profile.accounting.external is None:
+        secrets.append(RequiredSecret(naming.db_password_secret(c), "password", "password", naming.DATABASE))
+    if profile.restapi_enabled:
+        secrets.append(RequiredSecret(naming.jwt_secret(c), "jwt_hs256.key", "jwt", naming.RESTAPI))
+    return tuple(secrets)
+
+
+def render(profile: Profile) -> Bundle:
+    """Every Kubernetes object and Slurm file of a cluster, in apply order."""
+    files = render_slurm_files(profile)
+    dbd_conf = render_slurmdbd_conf(profile)
+    slurm_hash = config_hash(files, profile.auth)
+    acc = profile.accounting
+    embedded_db = acc.enabled and acc.external is None
+    components = [naming.CONTROLLER, naming.WORKER]
+    if acc.enabled:
+        components.append(naming.ACCOUNTING)
+    if embedded_db:
+        components.append(naming.DATABASE)
+    if profile.login.replicas:
+        components.append(naming.LOGIN)
+    if profile.restapi_enabled:
+        components.append(naming.RESTAPI)
+
+    objects: list[dict] = [cluster.build_namespace(profile)]
+    objects += [service_account(profile, c) for c in naming.COMPONENTS if c in components]
+    objects.append(cluster.build_configmap_slurm(profile, files))
+    if acc.enabled:
+        objects.append(accounting.build_configmap_slurmdbd(profile, dbd_conf))
+    if profile.login.replicas:
+        objects.append(login.build_configmap_login(profile))
+    shared_claim = controller.build_pvc_controller_shared(profile)
+    if shared_claim:
+        objects.append(shared_claim)
+    if embedded_db:
+        objects.append(accounting.build_service_database(profile))
+    if acc.enabled:
+        objects.append(accounting.build_service_accounting(profile))
+    objects.append(controller.build_service_controller(profile))
+    objects.append(workers.build_service_nodes(profile))
+    if profile.login.replicas:
+        objects += [login.build_service_login_pods(profile), login.build_service_login(profile)]
+    if profile.restapi_enabled:
+        objects.append(restapi.build_service_restapi(profile))
+    if profile.network_policy:
+        objects.append(cluster.build_networkpolicy_slurm(profile))
+        if embedded_db:
+            objects.append(cluster.build_networkpolicy_database(profile))
+        if profile.login.replicas:
+            objects.append(cluster.build_networkpolicy_login(profile))
+        if profile.restapi_enabled:
+            objects.append(cluster.build_networkpolicy_restapi(profile))
+    objects += [workers.build_pdb_pool(profile, p) for p in profile.pools]
+    if embedded_db:
+        objects.append(accounting.build_statefulset_database(profile))
+    if acc.enabled:
+        objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
+    objects.append(controller.build_statefulset_controller(profile, slurm_hash))
+    objects += [workers.build_statefulset_pool(profile, p, slurm_hash) for p in profile.pools]
+    if profile.login.replicas:
+        objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
+    if profile.restapi_enabled:
+        objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
+
+    out_files = dict(files)
+    if dbd_conf:
+        out_files["slurmdbd.conf"] = dbd_conf
+    return Bundle(profile.name, profile.namespace, profile.version, tuple(objects),
+                  dict(sorted(out_files.items())), required_secrets(profile))

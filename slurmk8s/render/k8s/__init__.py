@@ -1,0 +1,1 @@
+"""Kubernetes object builders: plain dicts, one module per component."""

@@ -1,0 +1,138 @@
+"""slurmdbd (StatefulSet + Service) and the embedded MariaDB (StatefulSet + PVC + Service)."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.common import (
+    Obj, headless_service, init_config_container, mounts_config, munge_container, pod_spec, pvc_template,
+    small_resources, statefulset, volume_config,
+)
+
+MARIADB_DATA = "/var/lib/mysql"
+MARIADB_INIT = "/run/mariadb-init"
+
+
+def _password_ref(profile: Profile) -> tuple[str, str]:
+    ext = profile.accounting.external
+    return (ext.password.name, ext.password.key) if ext else (naming.db_password_secret(profile.name), "password")
+
+
+def build_service_accounting(profile: Profile) -> Obj:
+    """Headless Service for slurmdbd (AccountingStorageHost)."""
+    name = naming.component_name(profile.name, naming.ACCOUNTING)
+    return headless_service(profile, name, naming.ACCOUNTING, [("slurmdbd", 6819)],
+                            naming.selector_labels(profile.name, naming.ACCOUNTING))
+
+
+def build_configmap_slurmdbd(profile: Profile, slurmdbd_conf: str) -> Obj:
+    """slurmdbd.conf without the password (only the slurmdbd pod mounts it)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": naming.slurmdbd_config_map(profile.name), "namespace": profile.namespace,
+                         "labels": naming.object_labels(profile.name, naming.ACCOUNTING)},
+            "data": {"slurmdbd.conf": slurmdbd_conf}}
+
+
+def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
+    """slurmdbd in the foreground; slurmdbd.conf completed with StoragePass, mode 0600, owned by slurm."""
+    name = naming.component_name(profile.name, naming.ACCOUNTING)
+    image = profile.images.accounting
+    secret, key = _password_ref(profile)
+    volumes = volume_config(profile) + [
+        {"name": "slurmdbd-config", "configMap": {"name": naming.slurmdbd_config_map(profile.name), "defaultMode": 0o444}}]
+    script = [
+        # slurmdbd exits unless its config is 0600 and owned by SlurmUser.
+        "umask 077",
+        '{ cat /mnt/slurmdbd-config/slurmdbd.conf; printf "StoragePass=%s\\n" "$STORAGE_PASS"; } > /etc/slurm/slurmdbd.conf',
+        "chown slurm:slurm /etc/slurm/slurmdbd.conf",
+    ]
+    env = [{"name": "STORAGE_PASS", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]
+    slurmdbd = {
+        "name": "slurmdbd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["slurmdbd", "-D"],
+        "ports": [{"name": "slurmdbd", "containerPort": 6819, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
+        "volumeMounts": mounts_config(profile, init=False),
+    }
+    pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd] + munge_container(profile, image),
+                   [init_config_container(profile, image, script,
+                                          [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True}],
+                                          env)],
+                   volumes)
+    return statefulset(profile, name, naming.ACCOUNTING, 1, name, pod, {naming.ANNOTATION_CONFIG_HASH: config_hash})
+
+
+def build_service_database(profile: Profile) -> Obj:
+    """Headless Service for MariaDB (StorageHost)."""
+    name = naming.component_name(profile.name, naming.DATABASE)
+    return headless_service(profile, name, naming.DATABASE, [("mysql", 3306)],
+                            naming.selector_labels(profile.name, naming.DATABASE))
+
+
+def mariadb_init_script() -> str:
+    """Initialise the data directory once, and (re)state the slurm user and grant on every start."""
+    return "\n".join([
+        "set -eu",
+        f"[ -d {MARIADB_DATA}/mysql ] || mariadb-install-db --no-defaults --user=mysql --datadir={MARIADB_DATA} --skip-test-db >/dev/null",
+        # The password comes from the Secret; up generates it from [A-Za-z0-9] only.
+        "umask 077",
+        f"cat > {MARIADB_INIT}/init.sql <<SQL",
+        "CREATE DATABASE IF NOT EXISTS slurm_acct_db;",
+        "CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$MARIADB_PASSWORD';",
+        "ALTER USER 'slurm'@'%' IDENTIFIED BY '$MARIADB_PASSWORD';",
+        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';",
+        "SQL",
+        f"chown mysql:mysql {MARIADB_INIT}/init.sql",
+    ]) + "\n"
+
+
+def build_statefulset_database(profile: Profile) -> Obj:
+    """The embedded MariaDB; InnoDB settings from https://slurm.schedmd.com/accounting.html."""
+    name = naming.component_name(profile.name, naming.DATABASE)
+    image = profile.images.database
+    secret, key = _password_ref(profile)
+    mounts = [{"name": "data", "mountPath": MARIADB_DATA}, {"name": "init", "mountPath": MARIADB_INIT}]
+    init = {
+        "name": "init-db",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["/bin/sh", "-c", mariadb_init_script()],
+        "env": [{"name": "MARIADB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}],
+        "volumeMounts": mounts,
+        "resources": small_resources(),
+        "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": False},
+    }
+    mariadb = {
+        "name": "mariadb",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={MARIADB_DATA}",
+                    "--bind-address=0.0.0.0", "--port=3306", "--skip-name-resolve",
+                    f"--init-file={MARIADB_INIT}/init.sql", "--innodb-buffer-pool-size=256M",
+                    "--innodb-lock-wait-timeout=900", "--max-allowed-packet=16M"],
+        "ports": [{"name": "mysql", "containerPort": 3306, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    pod = {
+        "serviceAccountName": name,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"fsGroup": 999, "runAsNonRoot": True},
+        "initContainers": [init],
+        "containers": [mariadb],
+        "volumes": [{"name": "init", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+    }
+    storage = profile.accounting.embedded
+    return statefulset(profile, name, naming.DATABASE, 1, name, pod, {},
+                       claims=[pvc_template("data", storage.size, storage.storage_class)])

@@ -1,0 +1,79 @@
+"""Cluster-wide objects: Namespace, ServiceAccounts, the Slurm ConfigMap, NetworkPolicies."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.common import Obj, meta
+
+SLURM_COMPONENTS = (naming.CONTROLLER, naming.ACCOUNTING, naming.WORKER, naming.LOGIN, naming.RESTAPI)
+
+
+def build_namespace(profile: Profile) -> Obj:
+    """The profile's namespace."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(profile, profile.namespace, namespaced=False)}
+
+
+def build_configmap_slurm(profile: Profile, files: dict[str, str]) -> Obj:
+    """slurm.conf, cgroup.conf and gres.conf, read by every Slurm pod."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, naming.config_map(profile.name)),
+            "data": dict(files)}
+
+
+def build_networkpolicy_slurm(profile: Profile) -> Obj:
+    """All traffic among this cluster's Slurm pods (srun callbacks, MPI, NCCL use any port); nothing else in."""
+    peers = {"podSelector": {"matchLabels": {naming.LABEL_INSTANCE: profile.name, naming.LABEL_PART_OF: "slurm"}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": meta(profile, naming.network_policy(profile.name, "slurm")),
+        "spec": {
+            "podSelector": {"matchLabels": {naming.LABEL_INSTANCE: profile.name},
+                            "matchExpressions": [{"key": naming.LABEL_COMPONENT, "operator": "In",
+                                                  "values": sorted(SLURM_COMPONENTS)}]},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [peers]}],
+        },
+    }
+
+
+def build_networkpolicy_database(profile: Profile) -> Obj:
+    """MariaDB: 3306 from slurmdbd only."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": meta(profile, naming.network_policy(profile.name, "mariadb"), naming.DATABASE),
+        "spec": {
+            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.DATABASE)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.ACCOUNTING)}}],
+                         "ports": [{"protocol": "TCP", "port": 3306}]}],
+        },
+    }
+
+
+def build_networkpolicy_login(profile: Profile) -> Obj:
+    """ssh to the login pods from the profile's CIDRs (anywhere when none are listed)."""
+    rule: Obj = {"ports": [{"protocol": "TCP", "port": 22}]}
+    if profile.login.ssh_from:
+        rule = {"from": [{"ipBlock": {"cidr": c}} for c in profile.login.ssh_from], **rule}
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": meta(profile, naming.network_policy(profile.name, "login-ssh"), naming.LOGIN),
+        "spec": {
+            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.LOGIN)},
+            "policyTypes": ["Ingress"],
+            "ingress": [rule],
+        },
+    }
+
+
+def build_networkpolicy_restapi(profile: Profile) -> Obj:
+    """slurmrestd: 6820 from any pod of the namespace (its clients)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": meta(profile, naming.network_policy(profile.name, "restapi"), naming.RESTAPI),
+        "spec": {
+            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.RESTAPI)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 6820}]}],
+        },
+    }

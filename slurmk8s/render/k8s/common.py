@@ -1,0 +1,193 @@
+"""Pieces shared by the component builders: metadata, config/auth plumbing, munged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+
+Obj = dict[str, Any]
+
+ETC_SLURM = "/etc/slurm"
+CONFIG_SOURCE = "/mnt/slurm-config"
+AUTH_SOURCE = "/mnt/auth-key"
+MUNGE_SOCKET_DIR = "/run/munge"
+MUNGE_KEY_DIR = "/etc/munge"
+
+
+def meta(profile: Profile, name: str, component: str | None = None, pool: str | None = None,
+         annotations: dict[str, str] | None = None, namespaced: bool = True) -> Obj:
+    """metadata with our labels (and the profile's namespace)."""
+    m: Obj = {"name": name}
+    if namespaced:
+        m["namespace"] = profile.namespace
+    m["labels"] = naming.object_labels(profile.name, component, pool)
+    if annotations:
+        m["annotations"] = dict(sorted(annotations.items()))
+    return m
+
+
+def config_hash(*parts: object) -> str:
+    """Stable hash of what a pod reads at start, so a change rolls its pods."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def auth_key_name(profile: Profile) -> str:
+    return "slurm.key" if profile.auth == "slurm" else "munge.key"
+
+
+def volume_config(profile: Profile) -> list[Obj]:
+    """Volumes every Slurm pod has: the rendered config, the auth key and /etc/slurm."""
+    vols = [
+        {"name": "slurm-config", "configMap": {"name": naming.config_map(profile.name), "defaultMode": 0o444}},
+        {"name": "auth-key", "secret": {"secretName": naming.auth_secret(profile.name), "defaultMode": 0o400,
+                                        "items": [{"key": auth_key_name(profile), "path": auth_key_name(profile)}]}},
+        {"name": "etc-slurm", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    if profile.auth == "munge":
+        vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
+                 {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+    return vols
+
+
+def mounts_config(profile: Profile, init: bool) -> list[Obj]:
+    """Mounts for the config init container (init=True) or a daemon/client container."""
+    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM}]
+    if init:
+        mounts += [{"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True},
+                   {"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
+        if profile.auth == "munge":
+            mounts += [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR},
+                       {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
+    elif profile.auth == "munge":
+        mounts += [{"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
+    return mounts
+
+
+def config_script(profile: Profile, extra: list[str] = ()) -> str:
+    """Shell run by the init container: copy config, install the key with the modes Slurm demands."""
+    lines = ["set -eu", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
+    if profile.auth == "slurm":
+        # auth/slurm refuses a key readable by others; SlurmUser must read it.
+        lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
+    else:
+        # munged refuses a key or socket directory others can write.
+        lines += [f"install -m 0400 -o munge -g munge {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
+                  f"chown munge:munge {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}", f"chmod 0755 {MUNGE_SOCKET_DIR}"]
+    lines += list(extra)
+    return "\n".join(lines) + "\n"
+
+
+def init_config_container(profile: Profile, image: str, extra_script: list[str] = (),
+                          extra_mounts: list[Obj] = (), env: list[Obj] = ()) -> Obj:
+    """The `init-config` container every Slurm pod starts with."""
+    c: Obj = {
+        "name": "init-config",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script))],
+    }
+    if env:
+        c["env"] = list(env)
+    c["volumeMounts"] = mounts_config(profile, init=True) + list(extra_mounts)
+    c["resources"] = small_resources()
+    c["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}}
+    return c
+
+
+def munge_container(profile: Profile, image: str) -> list[Obj]:
+    """The munged sidecar (munge auth only): same image as the daemon it serves."""
+    if profile.auth != "munge":
+        return []
+    return [{
+        "name": "munged",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["munged", "--foreground", f"--key-file={MUNGE_KEY_DIR}/munge.key",
+                    f"--socket={MUNGE_SOCKET_DIR}/munge.socket.2", "--num-threads=2"],
+        "volumeMounts": [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR, "readOnly": True},
+                         {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}],
+        "resources": small_resources(),
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
+    }]
+
+
+def small_resources() -> Obj:
+    """Requests/limits of the small helper containers."""
+    return {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+
+
+def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list[Obj],
+             volumes: list[Obj], extra: Obj | None = None) -> Obj:
+    """A Slurm pod's spec: DNS search domains so bare hostnames resolve, no service env."""
+    spec: Obj = {
+        "serviceAccountName": naming.component_name(profile.name, component),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": {"searches": naming.search_domains(profile.name, profile.namespace)},
+    }
+    if extra:
+        spec.update(extra)
+    if init:
+        spec["initContainers"] = init
+    spec["containers"] = containers
+    spec["volumes"] = volumes
+    return spec
+
+
+def headless_service(profile: Profile, name: str, component: str, ports: list[tuple[str, int]],
+                     selector: dict[str, str]) -> Obj:
+    """A headless Service that publishes pods before they are Ready (Slurm must resolve starting nodes)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(profile, name, component),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in ports],
+        },
+    }
+
+
+def pvc_template(name: str, size: str, storage_class: str | None) -> Obj:
+    """A volumeClaimTemplate."""
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def statefulset(profile: Profile, name: str, component: str, replicas: int, service: str,
+                pod: Obj, pod_annotations: dict[str, str], pool: str | None = None,
+                claims: list[Obj] = (), parallel: bool = False) -> Obj:
+    """A StatefulSet whose pods carry the selector labels and the given annotations."""
+    selector = naming.selector_labels(profile.name, component, pool)
+    spec: Obj = {
+        "replicas": replicas,
+        "serviceName": service,
+        "selector": {"matchLabels": selector},
+    }
+    if parallel:
+        spec["podManagementPolicy"] = "Parallel"
+    template_meta: Obj = {"labels": naming.object_labels(profile.name, component, pool)}
+    if pod_annotations:
+        template_meta["annotations"] = dict(sorted(pod_annotations.items()))
+    spec["template"] = {"metadata": template_meta, "spec": pod}
+    if claims:
+        spec["volumeClaimTemplates"] = list(claims)
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(profile, name, component, pool), "spec": spec}
+
+
+def service_account(profile: Profile, component: str) -> Obj:
+    """One ServiceAccount per component, with no token mounted by default."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": meta(profile, naming.component_name(profile.name, component), component),
+            "automountServiceAccountToken": False}

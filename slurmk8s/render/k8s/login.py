@@ -1,0 +1,84 @@
+"""Login pods: sshd with the Slurm clients and config, keys from the profile, a Service of the chosen type."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.common import (
+    Obj, headless_service, init_config_container, meta, mounts_config, munge_container, pod_spec, statefulset, volume_config,
+)
+
+SSHD_CONFIG = """\
+# sshd for the login pods of a slurmk8s cluster: keys only.
+Port 22
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile /etc/ssh/authorized_keys/%u
+PidFile /run/sshd.pid
+Subsystem sftp internal-sftp
+"""
+
+
+def build_configmap_login(profile: Profile) -> Obj:
+    """sshd_config and root's authorized keys."""
+    keys = "".join(f"{k}\n" for k in profile.login.authorized_keys)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": meta(profile, naming.login_config_map(profile.name), naming.LOGIN),
+            "data": {"authorized_keys": keys, "sshd_config": SSHD_CONFIG}}
+
+
+def build_service_login(profile: Profile) -> Obj:
+    """ssh to the login pods; the headless twin below gives each pod a DNS name."""
+    svc: Obj = {"type": profile.login.service_type,
+                "selector": naming.selector_labels(profile.name, naming.LOGIN),
+                "ports": [{"name": "ssh", "port": profile.login.service_port, "targetPort": 22, "protocol": "TCP"}]}
+    if profile.login.service_type != "ClusterIP":
+        svc["externalTrafficPolicy"] = "Local"
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": meta(profile, naming.component_name(profile.name, naming.LOGIN), naming.LOGIN), "spec": svc}
+
+
+def build_service_login_pods(profile: Profile) -> Obj:
+    """Headless Service that gives each login pod a DNS name (srun callbacks reach it)."""
+    return headless_service(profile, naming.login_pods_service(profile.name), naming.LOGIN, [("ssh", 22)],
+                            naming.selector_labels(profile.name, naming.LOGIN))
+
+
+def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
+    """sshd in the foreground; host keys made at start (they change when a pod is recreated)."""
+    name = naming.component_name(profile.name, naming.LOGIN)
+    image = profile.images.login
+    volumes = volume_config(profile) + [
+        {"name": "login-config", "configMap": {"name": naming.login_config_map(profile.name), "defaultMode": 0o444}},
+        {"name": "ssh", "emptyDir": {"sizeLimit": "1Mi"}},
+    ]
+    script = [
+        "mkdir -p /etc/ssh/authorized_keys",
+        "install -m 0600 /mnt/login-config/authorized_keys /etc/ssh/authorized_keys/root",
+        "install -m 0644 /mnt/login-config/sshd_config /etc/ssh/sshd_config",
+        "ssh-keygen -A",
+    ]
+    # The pod's /etc/ssh is an emptyDir, so the image's own ssh config is replaced wholesale.
+    ssh_mount = {"name": "ssh", "mountPath": "/etc/ssh"}
+    sshd = {
+        "name": "sshd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config"],
+        "ports": [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": True,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
+                                                                      "AUDIT_WRITE", "DAC_OVERRIDE", "KILL"]}},
+        "volumeMounts": mounts_config(profile, init=False) + [ssh_mount],
+    }
+    pod = pod_spec(profile, naming.LOGIN, [sshd] + munge_container(profile, image),
+                   [init_config_container(profile, image, script,
+                                          [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
+                                           ssh_mount])],
+                   volumes)
+    return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
+                       {naming.ANNOTATION_CONFIG_HASH: config_hash})

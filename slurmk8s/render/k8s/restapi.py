@@ -1,0 +1,53 @@
+"""slurmrestd: Deployment + Service (JWT auth; the key lives in slurmctld/slurmdbd)."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.common import (
+    Obj, init_config_container, meta, mounts_config, munge_container, pod_spec, volume_config,
+)
+
+SLURMRESTD_UID = 65534  # slurmrestd refuses to run as root or SlurmUser
+
+
+def build_service_restapi(profile: Profile) -> Obj:
+    """ClusterIP Service on 6820."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": meta(profile, naming.component_name(profile.name, naming.RESTAPI), naming.RESTAPI),
+            "spec": {"type": "ClusterIP", "selector": naming.selector_labels(profile.name, naming.RESTAPI),
+                     "ports": [{"name": "slurmrestd", "port": 6820, "targetPort": 6820, "protocol": "TCP"}]}}
+
+
+def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
+    """slurmrestd listening on 0.0.0.0:6820 with rest_auth/jwt."""
+    name = naming.component_name(profile.name, naming.RESTAPI)
+    image = profile.images.restapi
+    container = {
+        "name": "slurmrestd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["slurmrestd", "-a", "rest_auth/jwt", "0.0.0.0:6820"],
+        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
+        "ports": [{"name": "slurmrestd", "containerPort": 6820, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"runAsUser": SLURMRESTD_UID, "runAsGroup": SLURMRESTD_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts_config(profile, init=False),
+    }
+    pod = pod_spec(profile, naming.RESTAPI, [container] + munge_container(profile, image),
+                   [init_config_container(profile, image, [f"chmod 0644 /etc/slurm/*.conf"])], volume_config(profile))
+    selector = naming.selector_labels(profile.name, naming.RESTAPI)
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": meta(profile, name, naming.RESTAPI),
+        "spec": {
+            "replicas": profile.restapi_replicas,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": naming.object_labels(profile.name, naming.RESTAPI),
+                                      "annotations": {naming.ANNOTATION_CONFIG_HASH: config_hash}},
+                         "spec": pod},
+        },
+    }

@@ -1,0 +1,102 @@
+"""slurmd pools: one StatefulSet per pool under one shared headless Service, plus a PDB each."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.render.k8s.common import (
+    Obj, headless_service, init_config_container, meta, mounts_config, munge_container, pod_spec, statefulset,
+    volume_config,
+)
+from slurmk8s.render.slurmfiles import gres_of
+
+
+def build_service_nodes(profile: Profile) -> Obj:
+    """Headless Service governing every pool: pod <p>-<i> is <sts>-<i>.<svc>."""
+    return headless_service(profile, naming.nodes_service(profile.name), naming.WORKER, [("slurmd", 6818)],
+                            naming.selector_labels(profile.name, naming.WORKER))
+
+
+def pool_resources(pool: Pool) -> Obj:
+    """requests = limits (Guaranteed QoS, whole CPUs): what Slurm's node definition promises."""
+    limits: dict[str, str] = {"cpu": str(pool.cpus), "memory": pool.memory}
+    if pool.rdma and pool.rdma.hugepages:
+        limits[f"hugepages-{pool.rdma.hugepages.size}"] = pool.rdma.hugepages.amount
+    requests = dict(limits)
+    if pool.gpus:
+        limits[pool.gpus.resource] = str(pool.gpus.count)
+    if pool.rdma:
+        limits[pool.rdma.resource] = str(pool.rdma.count)
+    return {"requests": dict(sorted(requests.items())), "limits": dict(sorted(limits.items()))}
+
+
+def nccl_env(pool: Pool) -> list[Obj]:
+    """NCCL settings for RDMA pools: bootstrap over the pod network, data over the HCAs."""
+    if not pool.rdma:
+        return []
+    return [{"name": "NCCL_IB_DISABLE", "value": "0"},
+            {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}]
+
+
+def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str) -> Obj:
+    """slurmd in the foreground, privileged (it creates job cgroups; Slinky issue #238)."""
+    name = naming.pool_statefulset(profile.name, pool.name)
+    image = profile.images.worker
+    mounts = mounts_config(profile, init=False) + [
+        {"name": "spool", "mountPath": "/var/spool/slurmd"},
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
+    volumes = volume_config(profile) + [
+        {"name": "spool", "emptyDir": {}},
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+    ]
+    if pool.rdma and pool.rdma.hugepages:
+        mounts.append({"name": "hugepages", "mountPath": "/dev/hugepages"})
+        volumes.append({"name": "hugepages", "emptyDir": {"medium": f"HugePages-{pool.rdma.hugepages.size}"}})
+    slurmd: Obj = {
+        "name": "slurmd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["slurmd", "-D"],
+    }
+    env = nccl_env(pool)
+    if env:
+        slurmd["env"] = env
+    slurmd.update({
+        "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": pool_resources(pool),
+        "securityContext": {"privileged": True, "capabilities": {"add": ["IPC_LOCK"]}},
+        "volumeMounts": mounts,
+    })
+    extra: Obj = {}
+    if pool.node_selector:
+        extra["nodeSelector"] = dict(pool.node_selector)
+    if pool.tolerations:
+        extra["tolerations"] = [dict(t) for t in pool.tolerations]
+    # A job's processes get time to finish their step when a pod is deleted outside Slurm.
+    extra["terminationGracePeriodSeconds"] = 120
+    pod = pod_spec(profile, naming.WORKER, [slurmd] + munge_container(profile, image),
+                   [init_config_container(profile, image)], volumes, extra)
+    annotations = {
+        naming.ANNOTATION_CONFIG_HASH: config_hash,
+        naming.ANNOTATION_NODE_NAMES: naming.slurm_node_range(pool.name, pool.max_replicas),
+    }
+    if pool.rdma and pool.rdma.networks:
+        annotations[naming.ANNOTATION_MULTUS] = ",".join(pool.rdma.networks)
+    if gres_of(pool):
+        annotations["slurmk8s.io/gres"] = gres_of(pool)
+    return statefulset(profile, name, naming.WORKER, pool.replicas, naming.nodes_service(profile.name), pod,
+                       annotations, pool=pool.name, parallel=True)
+
+
+def build_pdb_pool(profile: Profile, pool: Pool) -> Obj:
+    """At most one node of a pool disrupted at a time by voluntary evictions."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(profile, naming.pool_statefulset(profile.name, pool.name), naming.WORKER, pool.name),
+        "spec": {"maxUnavailable": 1,
+                 "selector": {"matchLabels": naming.selector_labels(profile.name, naming.WORKER, pool.name)}},
+    }

@@ -1,0 +1,145 @@
+"""Slurm text files (slurm.conf, gres.conf, cgroup.conf, slurmdbd.conf) from the profile.
+
+Templates only lay out what these functions precompute (StrictUndefined).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from slurmk8s import naming, versions
+from slurmk8s.profile.model import Pool, Profile
+
+JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
+SLURM_KEY_PATH = "/etc/slurm/slurm.key"
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("slurmk8s.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _render(template: str, **data: object) -> str:
+    return _env().get_template(template).render(**data)
+
+
+def mem_spec_limit_mib(pool: Pool) -> int:
+    """Memory Slurm keeps from jobs for slurmd and its pod (1/16 of the pod, 256..2048 MiB)."""
+    return max(256, min(2048, pool.memory_mib // 16))
+
+
+def gres_of(pool: Pool) -> str | None:
+    """A node's Gres= value: gpu[:type]:count."""
+    if not pool.gpus:
+        return None
+    kind = f"gpu:{pool.gpus.type}" if pool.gpus.type else "gpu"
+    return f"{kind}:{pool.gpus.count}"
+
+
+def gpu_device_files(count: int) -> str:
+    """gres.conf File= for count GPUs."""
+    return "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
+
+
+def auth_lines(profile: Profile) -> list[str]:
+    """Extra auth lines shared by slurm.conf and slurmdbd.conf."""
+    lines = []
+    if profile.restapi_enabled:
+        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={JWT_KEY_PATH}"]
+    return lines
+
+
+def render_slurm_conf(profile: Profile) -> str:
+    """slurm.conf: controllers, auth, plugins, accounting, every node of every pool, partitions."""
+    nodes = [
+        {
+            "names": naming.slurm_node_range(p.name, p.max_replicas),
+            "hostnames": naming.pool_hostname_range(profile.name, p.name, p.max_replicas),
+            "cpus": p.cpus,
+            "real_memory": p.memory_mib,
+            "mem_spec_limit": mem_spec_limit_mib(p),
+            "gres": gres_of(p),
+            "features": ",".join(p.features),
+            "state": "UNKNOWN",
+        }
+        for p in profile.pools
+    ]
+    partitions = [
+        {
+            "name": part.name,
+            "nodes": ",".join(naming.slurm_node_range(name, profile.pool(name).max_replicas) for name in part.pools),
+            "default": part.default,
+            "max_time": part.max_time,
+            "extra": list(part.config),
+        }
+        for part in profile.partitions
+    ]
+    auth = "auth/slurm" if profile.auth == "slurm" else "auth/munge"
+    return _render(
+        "slurm.conf.j2",
+        cluster=profile.name,
+        version=profile.version,
+        controllers=naming.controller_hosts(profile.name, profile.controller_replicas),
+        srun_port_range=profile.srun_port_range,
+        auth_type=auth,
+        cred_type=auth.replace("auth/", "cred/"),
+        auth_extra=auth_lines(profile),
+        gres_types="gpu" if any(p.gpus for p in profile.pools) else "",
+        accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
+        extra=list(profile.slurm_config),
+        nodes=nodes,
+        partitions=partitions,
+    )
+
+
+def render_gres_conf(profile: Profile) -> str | None:
+    """gres.conf listing each GPU pool's device files, or None without GPUs."""
+    lines = [
+        {"nodes": naming.slurm_node_range(p.name, p.max_replicas), "type": p.gpus.type,
+         "files": gpu_device_files(p.gpus.count)}
+        for p in profile.pools if p.gpus
+    ]
+    return _render("gres.conf.j2", cluster=profile.name, lines=lines) if lines else None
+
+
+def render_cgroup_conf(profile: Profile) -> str:
+    """cgroup.conf: cgroup/v2 confining cores, memory and devices."""
+    return _render("cgroup.conf.j2", cluster=profile.name,
+                   ignore_systemd=versions.dialect(profile.version).has_ignore_systemd)
+
+
+def render_slurmdbd_conf(profile: Profile) -> str | None:
+    """slurmdbd.conf without StoragePass (added from a Secret at pod start)."""
+    acc = profile.accounting
+    if not acc.enabled:
+        return None
+    if acc.external:
+        host, port, user, loc = acc.external.host, acc.external.port, acc.external.user, acc.external.database
+        secret, key = acc.external.password.name, acc.external.password.key
+    else:
+        host, port, user, loc = naming.component_name(profile.name, naming.DATABASE), 3306, "slurm", "slurm_acct_db"
+        secret, key = naming.db_password_secret(profile.name), "password"
+    auth = "auth/slurm" if profile.auth == "slurm" else "auth/munge"
+    return _render(
+        "slurmdbd.conf.j2", cluster=profile.name, auth_type=auth, auth_extra=auth_lines(profile),
+        dbd_host=naming.accounting_host(profile.name), storage_host=host, storage_port=port,
+        storage_user=user, storage_loc=loc, password_secret=secret, password_key=key,
+    )
+
+
+def render_slurm_files(profile: Profile) -> dict[str, str]:
+    """The files of the shared Slurm ConfigMap, by file name."""
+    files = {"slurm.conf": render_slurm_conf(profile), "cgroup.conf": render_cgroup_conf(profile)}
+    gres = render_gres_conf(profile)
+    if gres:
+        files["gres.conf"] = gres
+    return dict(sorted(files.items()))

@@ -1,0 +1,71 @@
+"""The Slurm version matrix: which config dialect each supported release speaks.
+
+Sources: the slurm.conf/cgroup.conf/topology.conf man pages of each release and
+the RELEASE_NOTES (see DESIGN.md's matrix). Versions are "YY.MM" strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SUPPORTED = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05")
+DEFAULT = "26.05"
+
+
+def key(version: str) -> tuple[int, int]:
+    """Sortable (year, month) of a "YY.MM" version."""
+    year, month = version.split(".")
+    return int(year), int(month)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one Slurm release accepts, as far as the generator cares."""
+
+    version: str
+
+    def at_least(self, version: str) -> bool:
+        return key(self.version) >= key(version)
+
+    @property
+    def has_auth_slurm(self) -> bool:
+        """auth/slurm + cred/slurm with a shared slurm.key exist from 23.11."""
+        return self.at_least("23.11")
+
+    @property
+    def default_auth(self) -> str:
+        return "slurm" if self.has_auth_slurm else "munge"
+
+    @property
+    def has_topology_block(self) -> bool:
+        return self.at_least("23.11")
+
+    @property
+    def has_block_sizes(self) -> bool:
+        return self.at_least("24.05")
+
+    @property
+    def has_topology_yaml(self) -> bool:
+        """topology.yaml replaces topology.conf from 25.05."""
+        return self.at_least("25.05")
+
+    @property
+    def has_ignore_systemd(self) -> bool:
+        """cgroup.conf IgnoreSystemd= (needed where slurmd runs without systemd) from 23.02."""
+        return self.at_least("23.02")
+
+    @property
+    def has_cgroup_disabled(self) -> bool:
+        return self.at_least("24.11")
+
+    @property
+    def tree_breaks_dynamic_nodes(self) -> bool:
+        """topology/tree with dynamic nodes fails every job on 22.05 (LAB-NOTES)."""
+        return not self.at_least("23.02")
+
+
+def dialect(version: str) -> Dialect:
+    """The dialect of a supported version."""
+    if version not in SUPPORTED:
+        raise ValueError(f"unsupported Slurm version {version!r}")
+    return Dialect(version)

@@ -1,0 +1,380 @@
+"""Pod sandboxes for real: namespaces, bridge, mounts, devices, teardown, and a Slurm smoke.
+
+Needs root (namespaces, bridges, mounts); every lab gets a unique id and is torn down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from slurmk8s.lab import podinit, rootfs
+from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.sandbox import (
+    Bind,
+    LabNetwork,
+    Tmpfs,
+    fake_gpus,
+    leftovers,
+    preflight,
+    teardown,
+    wait_until,
+)
+
+IS_ROOT = os.geteuid() == 0
+PATH_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+
+
+def _skip(reason: str) -> None:
+    print(f"SKIP: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def needs_root() -> None:
+    if not IS_ROOT:
+        _skip("the pod lab needs root (namespaces, bridges, mounts)")
+
+
+@pytest.fixture
+def net(needs_root, tmp_path):
+    """A fresh lab network, torn down afterwards even when the test fails."""
+    lab_id = f"t-{uuid.uuid4().hex[:10]}"
+    assert teardown(lab_id) == []  # safe before setup
+    network = LabNetwork(lab_id, lab_dir=tmp_path / "lab").create()
+    yield network
+    teardown(lab_id, deadline_s=3)
+
+
+def _py(pod, code: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return pod.exec_in([sys.executable, "-I", "-c", code], env=PATH_ENV, timeout=timeout)
+
+
+ECHO_SERVER = """
+import socket, sys
+srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
+while True:
+    conn, peer = srv.accept()
+    with conn:
+        conn.sendall(f"{peer[0]} {conn.recv(100).decode()}".encode())
+"""
+
+ECHO_CLIENT = """
+import socket
+with socket.create_connection(("{ip}", 7000), timeout=2) as s:
+    s.sendall(b"hello")
+    print(s.recv(200).decode())
+"""
+
+
+# ---------------------------------------------------------------- pure helpers (no root)
+
+
+def test_resolve_in_root_keeps_absolute_symlinks_inside_the_rootfs(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var/run").symlink_to("/run")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/escape").symlink_to("../../../../..")
+    assert podinit.resolve_in_root(str(tmp_path), "/var/run/munge") == str(tmp_path / "run/munge")
+    assert podinit.resolve_in_root(str(tmp_path), "/etc/escape/x") == str(tmp_path / "x")
+    assert podinit.resolve_in_root("/", "/var/run/../run") == "/var/run"
+
+
+def test_versions_are_read_from_dpkg_status(tmp_path):
+    status = tmp_path / "var/lib/dpkg/status"
+    status.parent.mkdir(parents=True)
+    status.write_text(
+        "Package: slurmd\nStatus: install ok installed\nVersion: 1.0-1\n\n"
+        "Package: slurmctld\nStatus: deinstall ok config-files\nVersion: 9.9-1\n\n"
+    )
+    assert rootfs.rootfs_slurm_version(tmp_path) is None  # config-files only is not installed
+    status.write_text(status.read_text() + "Package: slurmctld\nStatus: install ok installed\nVersion: 1:24.11.5-4+deb13u1\n")
+    assert rootfs.rootfs_slurm_version(tmp_path) == "24.11.5"
+    assert rootfs.series_of("24.11.5") == "24.11"
+
+
+def test_ensure_rootfs_without_debootstrap_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: None)
+    with pytest.raises(LabError, match="debootstrap is missing"):
+        rootfs.ensure_rootfs("24.11", tmp_path, log=lambda _: None)
+    assert list(tmp_path.glob(".slurm-24.11-*.tmp-*")) == []
+    with pytest.raises(LabError, match="unknown Slurm series '23.02'"):
+        rootfs.ensure_rootfs("23.02", tmp_path)
+
+
+def test_wait_until_returns_the_value_or_times_out_with_the_reason():
+    calls = iter([0, None, "ready"])
+    assert wait_until(lambda: next(calls), 5, "thing", interval=0.01) == "ready"
+
+    def broken():
+        raise OSError("connection refused")
+
+    started = time.monotonic()
+    with pytest.raises(LabError, match=r"(?s)thing: not ready after 0.3 s.*connection refused"):
+        wait_until(broken, 0.3, "thing", interval=0.05)
+    assert time.monotonic() - started < 2
+
+
+def test_lab_names_fit_interface_limits():
+    network = LabNetwork("a-lab-with-a-rather-long-name-0123456789-0123456789-0123456789")
+    other = LabNetwork("another-lab")
+    assert len(network.bridge) <= 15 and network.bridge != other.bridge
+    assert network.subnet != other.subnet and network.subnet.subnet_of(other.subnet.supernet(new_prefix=15))
+    with pytest.raises(LabError, match="lab subnet 10.0.0.0/24"):
+        LabNetwork("x", subnet="10.0.0.0/24")
+    with pytest.raises(LabError, match="lab id 'Bad_Id'"):
+        LabNetwork("Bad_Id")
+
+
+# ---------------------------------------------------------------- namespaces (root)
+
+
+def test_preflight_passes_as_root(needs_root):
+    preflight()
+
+
+def test_two_pods_reach_each_other_over_the_bridge(net):
+    a = net.add_pod("a", "pod-a")
+    b = net.add_pod("b", "pod-b")
+    server = a.start([sys.executable, "-I", "-c", ECHO_SERVER, a.ip, "7000"], PATH_ENV)
+    idle = b.start(["sleep", "60"], PATH_ENV)
+    client = ECHO_CLIENT.format(ip=a.ip)
+    reply = wait_until(lambda: _py(b, client).stdout.strip(), 10, "echo server in pod a",
+                       proc=server, log_path=a.log_of(server))
+    # the server saw pod b's own address: the packet crossed the bridge between two netns
+    assert reply == f"{b.ip} hello"
+    assert idle.poll() is None
+    # the host has no address on the bridge's subnet other than the bridge's own
+    host_ip = _py(a, "import socket; print(socket.gethostbyname('localhost'))").stdout.strip()
+    assert host_ip == "127.0.0.1"
+
+
+def test_hostname_inside_is_the_pod_hostname(net):
+    pod = net.add_pod("h", "slurmctl-0-t")
+    pod.start(["sleep", "60"], PATH_ENV)
+    assert pod.exec_in(["hostname"], timeout=5).stdout.strip() == "slurmctl-0-t"
+    assert socket.gethostname() != "slurmctl-0-t"
+
+
+def test_bind_mounts_are_visible_inside_only(net, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text(net.hosts_text({"db-t": "198.18.0.99"}))
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=lab\n")
+    pod = net.add_pod("m", "pod-m")
+    host_hosts = Path("/etc/hosts").read_text()
+    pod.start(["sleep", "60"], PATH_ENV,
+              mounts=[Bind(conf, "/run/slurmk8s-test/slurm.conf", readonly=True), Bind(hosts, "/etc/hosts"),
+                      Tmpfs("/run")])
+    assert pod.exec_in(["cat", "/run/slurmk8s-test/slurm.conf"]).stdout == "ClusterName=lab\n"
+    assert "198.18.0.99 db-t" in pod.exec_in(["cat", "/etc/hosts"]).stdout
+    assert pod.exec_in(["sh", "-c", "echo x > /run/slurmk8s-test/slurm.conf"]).returncode != 0  # readonly
+    assert not Path("/run/slurmk8s-test").exists()
+    assert Path("/etc/hosts").read_text() == host_hosts
+
+
+def test_fake_gpus_exist_only_in_their_pod(net):
+    host_had = Path("/dev/nvidia0").exists()
+    gpu = net.add_pod("g", "pod-g", devices=fake_gpus(2))
+    cpu = net.add_pod("c", "pod-c")
+    gpu.start(["sleep", "60"], PATH_ENV)
+    cpu.start(["sleep", "60"], PATH_ENV)
+    probe = """
+import errno, json, os, stat
+out = {}
+for n in ("/dev/nvidia0", "/dev/nvidia1", "/dev/null"):
+    try:
+        st = os.stat(n)
+    except FileNotFoundError:
+        out[n] = "absent"; continue
+    try:
+        os.close(os.open(n, os.O_RDWR)); opened = "ok"
+    except OSError as e:
+        opened = errno.errorcode[e.errno]
+    out[n] = [stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev), opened]
+print(json.dumps(out))
+"""
+    inside = json.loads(_py(gpu, probe).stdout)
+    # no driver behind major 195: open() reaches the (missing) driver, ENXIO/ENODEV, not ENOENT
+    assert inside["/dev/nvidia0"][:3] == [True, 195, 0] and inside["/dev/nvidia0"][3] in ("ENXIO", "ENODEV")
+    assert inside["/dev/nvidia1"][:3] == [True, 195, 1]
+    assert inside["/dev/null"] == [True, 1, 3, "ok"]  # the rest of /dev still works
+    other = json.loads(_py(cpu, probe).stdout)
+    assert other["/dev/nvidia0"] == "absent" and other["/dev/nvidia1"] == "absent"
+    assert Path("/dev/nvidia0").exists() == host_had
+
+
+def test_wait_until_fails_fast_with_the_dead_process_output(net):
+    pod = net.add_pod("d", "pod-d")
+    proc = pod.start(["sh", "-c", "echo starting; echo 'fatal: bad slurm.conf line 3' >&2; exit 3"], PATH_ENV)
+    started = time.monotonic()
+    with pytest.raises(LabError) as info:
+        wait_until(lambda: False, 30, "slurmctld in pod d", proc=proc, log_path=pod.log_of(proc))
+    assert time.monotonic() - started < 5
+    message = str(info.value)
+    assert f"slurmctld in pod d: process {proc.pid} exited with code 3" in message
+    assert "fatal: bad slurm.conf line 3" in message
+
+
+def test_podinit_failure_is_readable(net):
+    pod = net.add_pod("f", "pod-f")
+    proc = pod.start(["no-such-daemon", "-D"], PATH_ENV)
+    with pytest.raises(LabError, match=r"(?s)exited with code 127.*exec no-such-daemon"):
+        wait_until(lambda: False, 10, "no-such-daemon", proc=proc, log_path=pod.log_of(proc))
+
+
+def _cgroup_controller() -> Path | None:
+    for ctrl in ("pids", "freezer", "memory", "cpu"):
+        path = Path("/sys/fs/cgroup", ctrl)
+        if (path / "cgroup.procs").exists():
+            return path
+    return None
+
+
+def test_teardown_removes_everything_and_can_run_twice(needs_root, tmp_path):
+    lab_id = f"t-{uuid.uuid4().hex[:10]}"
+    network = LabNetwork(lab_id, lab_dir=tmp_path / "lab").create()
+    try:
+        a = network.add_pod("a", f"{lab_id}-a")
+        b = network.add_pod("b", f"{lab_id}-b", devices=fake_gpus(1))
+        stubborn = a.start(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"], PATH_ENV)
+        b.start(["sh", "-c", "setsid sleep 300 & exec sleep 300"], PATH_ENV, mounts=[Tmpfs("/run")])
+        # sh + its sleep in a; the setsid'd sleep and the exec'd sleep in b
+        wait_until(lambda: sum(x.startswith("process") for x in leftovers(lab_id)) >= 3, 5, "pod processes")
+        ctrl = _cgroup_controller()
+        if ctrl is not None:  # what slurmd leaves behind: slurm_<node>/uid_0/job_1/step_0
+            (ctrl / f"slurm_{lab_id}-a/uid_0/job_1/step_0").mkdir(parents=True)
+        mnt = network.lab_dir / "mnt"
+        mnt.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], check=True)
+        before = leftovers(lab_id)
+        assert any(x.startswith("process") for x in before)
+        assert f"netns {network.prefix}-a" in before and f"link {network.bridge}" in before
+        assert f"mount {mnt}" in before
+        if ctrl is not None:
+            assert f"cgroup dir {ctrl}/slurm_{lab_id}-a" in before
+        started = time.monotonic()
+        assert teardown(lab_id, deadline_s=0.5) == []
+        assert time.monotonic() - started < 5
+        assert stubborn.returncode == -9  # ignored SIGTERM, got SIGKILL after the deadline
+        assert leftovers(lab_id) == []
+        assert teardown(lab_id) == []
+    finally:
+        teardown(lab_id, deadline_s=1)
+
+
+def test_two_labs_coexist(needs_root, tmp_path):
+    ids = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    try:
+        nets = [LabNetwork(i, lab_dir=tmp_path / i).create() for i in ids]
+        pods = [n.add_pod("w0", f"{n.lab_id}-w0") for n in nets]
+        for pod in pods:
+            pod.start(["sleep", "60"], PATH_ENV)
+        assert nets[0].subnet != nets[1].subnet
+        # same pod name in two labs: separate netns, and no route from one lab into the other
+        probe = f"import socket; socket.create_connection(('{pods[1].ip}', 9), timeout=1)"
+        assert "unreachable" in _py(pods[0], probe).stderr
+        assert teardown(ids[0]) == []
+        assert pods[1].exec_in(["hostname"]).stdout.strip() == f"{ids[1]}-w0"
+    finally:
+        for i in ids:
+            teardown(i, deadline_s=1)
+
+
+# ---------------------------------------------------------------- Slurm smoke
+
+
+def _rootfs_for(series: str) -> Path | None:
+    if rootfs.SLURM_SOURCES[series].suite is None:
+        found = rootfs.host_slurm_version()
+        if found is None or rootfs.series_of(found) != series:
+            _skip(f"Slurm {series} host packages are not installed (found {found or 'none'})")
+        return None
+    cache = rootfs.default_cache_dir()
+    path = rootfs.rootfs_path(series, cache)
+    if rootfs.rootfs_info(path) is None:
+        _skip(f"no Slurm {series} rootfs in {cache}: python -m slurmk8s.lab.rootfs build {series} --cache {cache}")
+    return path
+
+
+@pytest.mark.parametrize("series", ["22.05", "24.11", "26.05"])
+def test_slurm_runs_across_two_pods(net, tmp_path, series):
+    root = _rootfs_for(series)
+    for tool in ("munged", "mungekey"):  # munged always runs from the host, as in the notes
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            _skip(f"{tool} is not installed on the host")
+    started = time.monotonic()
+    ctl_host, workers = f"{net.lab_id}-ctl", [f"{net.lab_id}-w{i}" for i in range(2)]
+    ctl = net.add_pod("ctl", ctl_host)
+    nodes = [net.add_pod(f"w{i}", h) for i, h in enumerate(workers)]
+
+    etc, sock, state = tmp_path / "etc", tmp_path / "munge-socket", tmp_path / "munge-state"
+    for d, mode in ((etc, 0o755), (sock, 0o755), (state, 0o700)):
+        d.mkdir(mode=mode)
+    (tmp_path / "hosts").write_text(net.hosts_text())
+    (etc / "slurm.conf").write_text(f"""\
+ClusterName=t{net.prefix}
+SlurmctldHost={ctl_host}
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+StateSaveLocation=/var/spool
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/none
+SelectType=select/cons_tres
+ReturnToService=2
+MailProg=/bin/true
+MpiDefault=none
+SlurmdParameters=config_overrides
+NodeName={workers[0]},{workers[1]} CPUs=1 RealMemory=100 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+""")
+    (etc / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
+    subprocess.run(["mungekey", "-c", "-k", str(state / "munge.key")], check=True, capture_output=True)
+    mounts = [Bind(tmp_path / "hosts", "/etc/hosts"), Bind(etc, "/etc/slurm"), Tmpfs("/run"),
+              Bind(sock, "/run/munge"), Tmpfs("/var/spool"), Tmpfs("/var/log"), Tmpfs("/tmp")]
+
+    munged = ctl.start(["munged", "-F", f"--key-file={state}/munge.key", f"--socket={sock}/munge.socket.2",
+                        f"--pid-file={state}/munged.pid", f"--log-file={state}/munged.log",
+                        f"--seed-file={state}/seed"], PATH_ENV, stdout_path=tmp_path / "munged.out")
+    wait_until(lambda: (sock / "munge.socket.2").exists(), 10, "munged", proc=munged,
+               log_path=[tmp_path / "munged.out", state / "munged.log"])
+    slurmctld = ctl.start(["slurmctld", "-D", "-i"], PATH_ENV, mounts=mounts, rootfs=root)
+    version = ctl.exec_in(["slurmctld", "-V"], proc=slurmctld, timeout=10).stdout.split()
+    assert version[-1].startswith(series), version
+    wait_until(lambda: "UP" in ctl.exec_in(["scontrol", "ping"], proc=slurmctld, timeout=5).stdout, 30,
+               "slurmctld", proc=slurmctld, log_path=ctl.log_of(slurmctld))
+    slurmds = [n.start(["slurmd", "-D"], PATH_ENV, mounts=mounts, rootfs=root) for n in nodes]
+
+    def idle() -> bool:
+        out = ctl.exec_in(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], proc=slurmctld, timeout=5).stdout
+        for pod, proc in zip(nodes, slurmds):
+            if proc.poll() is not None:
+                raise LabError(f"slurmd in {pod.name} exited {proc.returncode}: {pod.log_of(proc).read_text()[-500:]}")
+        return set(out.split()) == set(workers)
+
+    wait_until(idle, 30, "2 idle slurmd", proc=slurmctld,
+               log_path=[ctl.log_of(slurmctld)] + [n.log_of(p) for n, p in zip(nodes, slurmds)])
+    booted = time.monotonic() - started
+    run = ctl.exec_in(["srun", "-N2", "hostname"], proc=slurmctld, timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.split()) == sorted(workers)
+    srun_s = time.monotonic() - started - booted
+
+    down = time.monotonic()
+    assert teardown(net.lab_id, deadline_s=5) == []
+    print(f"Slurm {' '.join(version[1:])}: boot {booted:.2f} s, srun -N2 {srun_s:.2f} s, "
+          f"teardown {time.monotonic() - down:.2f} s")
+    assert leftovers(net.lab_id) == []
