@@ -48,6 +48,16 @@ def render(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
         typer.echo(f"wrote {len(written)} files to {output}")
 
 
+def _register_command_groups() -> None:
+    """Commands that live in their own modules (cluster access, the lab), registered lazily-importing."""
+    from slurmk8s import cli_cluster, cli_lab
+    cli_cluster.register(app)
+    cli_lab.register(app)
+
+
+_register_command_groups()
+
+
 def main() -> None:
     """Entry point: our errors print as one clean message with their exit code."""
     try:

@@ -7,7 +7,8 @@ mount namespace and disappears with its last process.
 
 SPEC keys: hostname, rootfs (or null), lab_dir (or null), mounts (list of
 {"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
-devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env.
+devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, ready_fd (a pipe
+the starter reads to EOF: it closes when the command has been exec'd or init has failed).
 """
 
 from __future__ import annotations
@@ -189,6 +190,8 @@ def main() -> None:
         print(f"podinit[{spec.get('hostname')}]: {e}", file=sys.stderr, flush=True)
         sys.exit(126)
     argv = spec["argv"]
+    if spec.get("ready_fd") is not None:
+        os.set_inheritable(spec["ready_fd"], False)  # closed by the exec below: the starter's signal
     try:
         os.execvpe(argv[0], argv, spec["env"])
     except OSError as e:

@@ -19,6 +19,7 @@ import ipaddress
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,7 @@ TOOL_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 _LAB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _POD_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 _IFNAMSIZ = 15
+START_TIMEOUT_S = 20
 # Popen objects of this process by pid: teardown reaps through them so that Popen.returncode stays right
 _POPENS: dict[int, subprocess.Popen] = {}
 
@@ -281,12 +283,25 @@ class PodSandbox:
         log.parent.mkdir(parents=True, exist_ok=True)
         cmd = ["nsenter", f"--net=/run/netns/{self.netns}", "unshare", "--uts", "--mount", "--propagation",
                "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
-        with log.open("ab") as out:
-            try:
+        # podinit holds the pipe's write end until its final exec (close-on-exec): EOF means the
+        # command runs in its namespaces, so exec_in right after start sees the pod, not the host
+        ready_r, ready_w = os.pipe()
+        spec["ready_fd"] = ready_w
+        cmd[-1] = json.dumps(spec)
+        try:
+            with log.open("ab") as out:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                        env=TOOL_ENV, start_new_session=True, close_fds=True)
-            except OSError as e:
-                raise LabError(f"pod {self.name}: cannot start {argv[0]}: {e}") from e
+                                        env=TOOL_ENV, start_new_session=True, pass_fds=(ready_w,))
+        except OSError as e:
+            os.close(ready_r)
+            raise LabError(f"pod {self.name}: cannot start {argv[0]}: {e}") from e
+        finally:
+            os.close(ready_w)
+        with os.fdopen(ready_r, "rb") as ready:
+            if not select.select([ready], [], [], START_TIMEOUT_S)[0]:
+                proc.kill()
+                raise LabError(f"pod {self.name}: {argv[0]} not started after {START_TIMEOUT_S} s:\n{tail(log)}")
+            ready.read()
         self.processes.append(proc)
         _POPENS[proc.pid] = proc
         self.logs[proc.pid] = log

@@ -1,0 +1,9 @@
+"""CLI commands for the lab layer; imports of heavy modules stay inside the commands."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
