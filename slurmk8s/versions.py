@@ -50,11 +50,6 @@ class Dialect:
         return self.at_least("25.05")
 
     @property
-    def has_ignore_systemd(self) -> bool:
-        """cgroup.conf IgnoreSystemd= (needed where slurmd runs without systemd) from 23.02."""
-        return self.at_least("23.02")
-
-    @property
     def has_cgroup_disabled(self) -> bool:
         return self.at_least("24.11")
 

@@ -36,7 +36,9 @@ class InitError(Exception):
 
 def mount(src: str | None, dst: str, fstype: str | None = None, flags: int = 0, data: str | None = None) -> None:
     """mount(2) without forking mount(8)."""
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
     if _libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
         err = ctypes.get_errno()
         raise InitError(f"mount {src} -> {dst} ({fstype or 'bind'}): {os.strerror(err)}")
@@ -101,8 +103,9 @@ def private_dev(target: str, devices: list[dict]) -> None:
 
     The extra nodes (fake GPUs) exist only in this tmpfs: nothing is written to the host's /dev.
     """
-    submounts = [m for m in _host_dev_submounts()
-                 if not any(m.startswith(o + "/") for o in _host_dev_submounts() if o != m)]
+    points = _host_dev_submounts()
+    # the top ones only: rbind brings what is mounted below them
+    submounts = [m for m in points if not any(m.startswith(o + "/") for o in points if o != m)]
     # O_PATH fds keep the host's submounts reachable after /dev itself is covered
     fds = {m: os.open(m, os.O_PATH) for m in submounts}
     entries = []
@@ -147,6 +150,16 @@ def setup(spec: dict) -> None:
         if not dev["path"].startswith("/dev/"):
             raise InitError(f"device {dev['path']}: must be below /dev/")
     mounts = list(spec.get("mounts") or [])
+    if root != "/" and spec.get("lab_dir"):
+        mounts.append({"type": "bind", "src": spec["lab_dir"], "dst": spec["lab_dir"]})
+    # bind sources are host paths: hold them before a tmpfs (say /tmp) can cover them
+    sources = {}
+    for m in mounts:
+        if m["type"] == "bind":
+            try:
+                sources[m["src"]] = os.open(m["src"], os.O_PATH)
+            except FileNotFoundError:
+                raise InitError(f"bind source {m['src']} does not exist") from None
     if root != "/":
         mount("proc", resolve_in_root(root, "/proc"), "proc")
         mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
@@ -157,8 +170,6 @@ def setup(spec: dict) -> None:
         hosts = resolve_in_root(root, "/etc/hosts")
         if not os.path.exists(hosts):  # minbase debootstrap makes none; it is a bind target
             open(hosts, "a").close()
-        if spec.get("lab_dir"):
-            mounts.append({"type": "bind", "src": spec["lab_dir"], "dst": spec["lab_dir"]})
     elif devices:
         private_dev("/dev", devices)
     # shallowest first: a tmpfs /run must exist before /run/munge is bound onto it
@@ -168,14 +179,15 @@ def setup(spec: dict) -> None:
             os.makedirs(target, exist_ok=True)
             mount("tmpfs", target, "tmpfs", 0, m.get("options") or "mode=755")
         elif m["type"] == "bind":
-            if not os.path.exists(m["src"]):
-                raise InitError(f"bind source {m['src']} does not exist")
-            _make_target(target, os.path.isdir(m["src"]))
-            mount(m["src"], target, None, MS_BIND | MS_REC)
+            fd = sources[m["src"]]
+            _make_target(target, os.path.isdir(f"/proc/self/fd/{fd}"))
+            mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
             if m.get("readonly"):
                 mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         else:
             raise InitError(f"unknown mount type {m['type']!r}")
+    for fd in sources.values():
+        os.close(fd)
     if root != "/":
         os.chroot(root)
     os.chdir(spec.get("workdir") or "/")

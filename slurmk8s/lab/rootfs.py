@@ -27,7 +27,8 @@ DEFAULT_CACHE_DIR = Path("/var/cache/slurmk8s/rootfs")
 CACHE_ENV = "SLURMK8S_LAB_ROOTFS_CACHE"
 MARKER = ".slurmk8s-rootfs.json"
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
-SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge")
+# openssh-server: the login pods run the rendered sshd.
+SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "openssh-server")
 # Debian's release files can be older than the machine's clock (snapshot mirrors).
 APT_OPTS = ("-o", "Acquire::Check-Valid-Until=false")
 
@@ -190,16 +191,22 @@ def ensure_rootfs(series: str, cache_dir: Path | None = None, log: Callable[[str
         return None
     cache_dir = Path(cache_dir or default_cache_dir())
     target = rootfs_path(series, cache_dir)
-    if rootfs_info(target):
+    if _complete(target):
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _locked(cache_dir / f".{target.name}.lock", log):
-        if rootfs_info(target):  # built by whoever held the lock before us
+        if _complete(target):  # built by whoever held the lock before us
             return target
         if target.exists():  # an incomplete tree without marker: never reuse it
             shutil.rmtree(target)
         _build(source, target, log, timeout_s)
     return target
+
+
+def _complete(target: Path) -> bool:
+    """A finished rootfs that carries every package the lab needs now (older caches are rebuilt)."""
+    info = rootfs_info(target)
+    return bool(info) and set(SLURM_PACKAGES) <= set(info.get("packages", ()))
 
 
 def _build(source: SlurmSource, target: Path, log: Callable[[str], None], timeout_s: float) -> None:
@@ -265,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Build or show the lab's Slurm rootfs cache.")
     parser.add_argument("action", choices=["build", "show"])
     parser.add_argument("series", nargs="*", default=[s for s, src in SLURM_SOURCES.items() if src.suite])
-    parser.add_argument("--cache", type=Path, default=None, help=f"cache dir (default ${CACHE_ENV} or {DEFAULT_CACHE_DIR})")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help=f"cache dir (default ${CACHE_ENV} or {DEFAULT_CACHE_DIR})")
     args = parser.parse_args(argv)
     cache = args.cache or default_cache_dir()
     try:

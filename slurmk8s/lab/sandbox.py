@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmk8s.lab import podinit
-from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.errors import LabError, LabUnavailable
 
 STATE_DIR = Path("/run/slurmk8s/labs")
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -124,6 +124,14 @@ def _run(argv: Sequence[str], what: str, timeout: float = 10, check: bool = True
     return done
 
 
+def _tool(name: str) -> str:
+    """Absolute path of a host tool, so that a pod's env (its PATH) cannot hide it."""
+    found = shutil.which(name, path=TOOL_ENV["PATH"])
+    if found is None:
+        raise LabError(f"{name} is not installed: apt-get install util-linux iproute2")
+    return found
+
+
 def _proc_start_time(pid: int) -> int | None:
     """Start time of pid in clock ticks (None if gone or a zombie): tells pid reuse apart."""
     try:
@@ -190,8 +198,9 @@ class LabNetwork:
             raise LabError(f"pod {name} already exists in lab {self.lab_id}")
         index = len(self.pods)
         ip = ip or str(self.subnet.network_address + 10 + index)
-        if ipaddress.ip_address(ip) not in self.subnet or ip == self.gateway:
-            raise LabError(f"pod {name}: ip {ip} is not a free address of {self.subnet}")
+        taken = {self.gateway} | {p.ip for p in self.pods.values()}
+        if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
+            raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
         pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices))
         self.pods[name] = pod
         self.save()
@@ -281,13 +290,12 @@ class PodSandbox:
         }
         log = Path(stdout_path) if stdout_path else self.network.lab_dir / f"{self.name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = ["nsenter", f"--net=/run/netns/{self.netns}", "unshare", "--uts", "--mount", "--propagation",
-               "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
         # podinit holds the pipe's write end until its final exec (close-on-exec): EOF means the
         # command runs in its namespaces, so exec_in right after start sees the pod, not the host
         ready_r, ready_w = os.pipe()
         spec["ready_fd"] = ready_w
-        cmd[-1] = json.dumps(spec)
+        cmd = [_tool("nsenter"), f"--net=/run/netns/{self.netns}", _tool("unshare"), "--uts", "--mount",
+               "--propagation", "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -297,17 +305,17 @@ class PodSandbox:
             raise LabError(f"pod {self.name}: cannot start {argv[0]}: {e}") from e
         finally:
             os.close(ready_w)
-        with os.fdopen(ready_r, "rb") as ready:
-            if not select.select([ready], [], [], START_TIMEOUT_S)[0]:
-                proc.kill()
-                raise LabError(f"pod {self.name}: {argv[0]} not started after {START_TIMEOUT_S} s:\n{tail(log)}")
-            ready.read()
         self.processes.append(proc)
         _POPENS[proc.pid] = proc
         self.logs[proc.pid] = log
         self._specs[proc.pid] = spec
         self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
         self.network.save()
+        with os.fdopen(ready_r, "rb") as ready:
+            if not select.select([ready], [], [], START_TIMEOUT_S)[0]:
+                proc.kill()
+                raise LabError(f"pod {self.name}: {argv[0]} not started after {START_TIMEOUT_S} s:\n{tail(log)}")
+            ready.read()
         return proc
 
     def log_of(self, proc: subprocess.Popen) -> Path:
@@ -323,13 +331,15 @@ class PodSandbox:
         """
         target = proc or next((p for p in self.processes if p.poll() is None), None)
         if target is None or target.poll() is not None:
-            raise LabError(f"pod {self.name}: no running process to exec {argv[0]!r} in")
+            why = "" if target is None else (f" ({self._specs[target.pid]['argv'][0]} exited "
+                                             f"{target.returncode}; last output:\n{tail(self.logs[target.pid])})")
+            raise LabError(f"pod {self.name}: no running process to exec {argv[0]!r} in{why}")
         run_env = dict(env) if env is not None else self._specs[target.pid]["env"]
         # -r/-w: the root and cwd of the target, i.e. its chroot when it runs from a rootfs
-        cmd = ["nsenter", "-t", str(target.pid), "-n", "-u", "-m", "-r", "-w", "--", *map(str, argv)]
+        cmd = [_tool("nsenter"), "-t", str(target.pid), "-n", "-u", "-m", "-r", "-w", "--", *map(str, argv)]
         try:
-            return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
-                                  env=run_env)
+            return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=run_env,
+                                  stdin=subprocess.DEVNULL if input is None else None)
         except subprocess.TimeoutExpired:
             raise LabError(f"pod {self.name}: `{' '.join(map(str, argv))}` timed out after {timeout} s") from None
 
@@ -402,14 +412,14 @@ def _failure_details(error: BaseException | None, log_path) -> str:
 def preflight() -> None:
     """LabError unless we are root, the namespace tools exist and namespaces can be created."""
     if os.geteuid() != 0:
-        raise LabError("the pod lab needs root (network, UTS and mount namespaces, bridges, mounts)")
+        raise LabUnavailable("the pod lab needs root (network, UTS and mount namespaces, bridges, mounts)")
     missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool, path=TOOL_ENV["PATH"]) is None]
     if missing:
-        raise LabError(f"the pod lab needs {', '.join(missing)}: apt-get install util-linux iproute2")
+        raise LabUnavailable(f"the pod lab needs {', '.join(missing)}: apt-get install util-linux iproute2")
     done = _run(["unshare", "--net", "--uts", "--mount", "--propagation", "private", "true"],
                 "create namespaces", check=False)
     if done.returncode != 0:
-        raise LabError(f"cannot create namespaces here (unshare exited {done.returncode}): {done.stderr.strip()}")
+        raise LabUnavailable(f"cannot create namespaces here (unshare exited {done.returncode}): {done.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- teardown
@@ -580,6 +590,15 @@ def teardown(lab_id: str, deadline_s: float = 10, log: Callable[[str], None] | N
         if not busy or time.monotonic() >= cg_end:
             break
         time.sleep(0.05)
+
+    # a Slurm built without multiple-slurmd uses one <ctrl>/slurm for every node: only when no
+    # other lab is registered can it be ours; rmdir removes only what no process still uses
+    if not any(f != _state_file(lab_id) for f in STATE_DIR.glob("*.json")):
+        for top in CGROUP_ROOT.glob("*/slurm"):
+            try:
+                _rmdir_tree(top)
+            except OSError:
+                pass
 
     for point in sorted(_mounts_under((state or {}).get("lab_dir")), key=lambda p: -p.count("/")):
         _run(["umount", "-l", point], f"unmount {point}", check=False)

@@ -60,13 +60,14 @@ def _check_pools(profile: Profile, spec: dict) -> list[Problem]:
         if len(sts) > naming.MAX_STATEFULSET_NAME:
             out.append((at + ("name",), f"StatefulSet name '{sts}' would be {len(sts)} characters; "
                         f"the limit is {naming.MAX_STATEFULSET_NAME} (shorten metadata.name or the pool name)", False))
-        replicas = raw["replicas"]
-        low = raw.get("minReplicas", replicas)
-        high = raw.get("maxReplicas", max(replicas, 1))
-        if low > high:
-            out.append((at + ("minReplicas",), f"minReplicas {low} is greater than maxReplicas {high}", False))
-        elif not low <= replicas <= high:
-            out.append((at + ("replicas",), f"{replicas} is outside minReplicas..maxReplicas ({low}..{high})", False))
+        # Only bounds the user wrote are blamed: an omitted one defaults to replicas.
+        replicas, low, high = raw["replicas"], raw.get("minReplicas"), raw.get("maxReplicas")
+        if low is not None and high is not None and low > high:
+            out.append((at + ("minReplicas",), f"{low} is greater than maxReplicas {high}", False))
+        elif low is not None and replicas < low:
+            out.append((at + ("replicas",), f"{replicas} is less than minReplicas {low}", False))
+        elif high is not None and replicas > high:
+            out.append((at + ("replicas",), f"{replicas} is greater than maxReplicas {high}", False))
         if to_mib(raw["memory"]) < MIN_POOL_MEMORY_MIB:
             out.append((at + ("memory",), f"{raw['memory']} is less than the minimum of {MIN_POOL_MEMORY_MIB}Mi (slurmd needs room beside the jobs)", False))
         rdma = raw.get("rdma") or {}
@@ -101,10 +102,12 @@ def _check_partitions(spec: dict) -> list[Problem]:
             out.append((at + ("name",), "'default' is reserved by Slurm (PartitionName=DEFAULT sets defaults)", False))
         for j, pool in enumerate(part["pools"]):
             if pool not in pools:
-                out.append((at + ("pools", j), f"unknown pool '{pool}' (pools: {', '.join(sorted(pools))})", False))
-        for key in part.get("config", {}):
+                out.append((at + ("pools", j), f"unknown pool {pool!r} (pools: {', '.join(sorted(pools))})", False))
+        for key, value in part.get("config", {}).items():
             if key.lower() in OWNED_PARTITION_KEYS:
                 out.append((at + ("config", key), f"'{key}' is set by the generator; use the partition's own fields", True))
+            elif isinstance(value, str) and (not value or any(ch.isspace() for ch in value)):
+                out.append((at + ("config", key), f"{value!r} must be one word (it is written into the PartitionName line)", False))
         if part.get("default"):
             defaults.append(i)
     for i in defaults[1:]:
@@ -118,9 +121,12 @@ def _check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     dialect = versions.dialect(profile.version)
     if profile.auth == "slurm" and not dialect.has_auth_slurm:
         out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
-    for key in slurm.get("config", {}):
+    for key, value in slurm.get("config", {}).items():
         if key.lower() in OWNED_SLURM_KEYS:
             out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
+        elif isinstance(value, str) and ("\n" in value or "\r" in value):
+            # A newline would smuggle in lines (owned keys among them) past the check above.
+            out.append((("spec", "slurm", "config", key), "the value must be a single line", False))
     low, high = (int(x) for x in profile.srun_port_range.split("-"))
     if not 1024 <= low <= high <= 65535:
         out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))

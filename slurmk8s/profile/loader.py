@@ -15,8 +15,8 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, Profile,
     Rdma, SecretRef, Storage,
 )
-from slurmk8s.profile.schema import validate_schema
-from slurmk8s.profile.yamlpos import Positions, parse
+from slurmk8s.profile.schema import describe_value, validate_schema
+from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
 
@@ -32,7 +32,7 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     if errors:
         raise ProfileError(source, errors)
     if not isinstance(document, dict):
-        raise ProfileError(source, [FieldError(*positions.of(()), "", f"expected a ClusterProfile mapping, found {type(document).__name__ if document is not None else 'nothing'}")])
+        raise ProfileError(source, [FieldError(*positions.of(()), "", f"expected a ClusterProfile mapping, found {describe_value(document)}")])
     errors = validate_schema(document, positions)
     if errors:
         raise ProfileError(source, errors)
@@ -44,7 +44,6 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
 
 
 def _fmt(path: tuple) -> str:
-    from slurmk8s.profile.yamlpos import format_path
     return format_path(path)
 
 
@@ -174,7 +173,7 @@ def _partitions(spec: dict) -> tuple[Partition, ...]:
             name=p["name"],
             pools=tuple(sorted(set(p["pools"]))),
             default=p.get("default", _d("spec.partitions[].default")),
-            max_time=p.get("maxTime", _d("spec.partitions[].maxTime")),
+            max_time=str(p.get("maxTime", _d("spec.partitions[].maxTime"))),
             config=tuple(sorted((k, _conf_value(v)) for k, v in p.get("config", {}).items())),
         )
         for p in spec["partitions"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -19,68 +20,125 @@ def profile_schema() -> dict[str, Any]:
     return json.loads(resources.files("slurmk8s.profile").joinpath("schema.json").read_text("utf-8"))
 
 
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
+    """`pattern` with ECMA-262 semantics: Python's `$` would also accept a trailing newline."""
+    if not validator.is_type(instance, "string"):
+        return
+    if not re.search(pattern, instance) or (pattern.endswith("$") and instance.endswith("\n")):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    """Integers only: JSON Schema's `integer` admits 2.0, which would render as `replicas: 2.0`."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(profile_schema())
+def _validator() -> jsonschema.protocols.Validator:
+    base = jsonschema.Draft202012Validator
+    cls = jsonschema.validators.extend(
+        base, validators={"pattern": _pattern},
+        type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
+    return cls(profile_schema())
 
 
 def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
     """Every schema violation of a parsed profile, located and worded for people."""
-    errors = []
+    found: dict[tuple, list[tuple[jsonschema.ValidationError, FieldError]]] = {}
+
+    def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool) -> None:
+        found.setdefault(path, []).append((err, FieldError(*positions.of(path, key=key), format_path(path), message)))
+
     for err in _validator().iter_errors(document):
         path = tuple(err.absolute_path)
-        message, at_key = _word(err)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             allowed = sorted(err.schema.get("properties", {}))
+            hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
             for extra in sorted(k for k in err.instance if k not in err.schema.get("properties", {})):
-                line, col = positions.of(path + (extra,), key=True)
-                hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
-                errors.append(FieldError(line, col, format_path(path + (extra,)), f"unknown field{hint}"))
-            continue
-        line, col = positions.of(path, key=at_key)
-        errors.append(FieldError(line, col, format_path(path), message))
+                add(err, path + (extra,), f"unknown field{hint}", True)
+        elif err.validator == "required" and isinstance(err.instance, dict):
+            # jsonschema yields one error per missing key; each carries the whole list.
+            for missing in err.validator_value:
+                if missing not in err.instance:
+                    add(err, path, f"missing required field '{missing}'", False)
+        elif "propertyNames" in err.schema_path:
+            add(err, path + (err.instance,), f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}", True)
+        else:
+            add(err, path, _word(err), False)
+    errors = []
+    for items in found.values():
+        # A value of the wrong type also fails its enum/pattern: report only the type.
+        typed = [fe for e, fe in items if e.validator == "type"]
+        errors += typed or [fe for _, fe in items]
     return errors
 
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
                "boolean": "true or false", "number": "a number"}
 
+# What each schema pattern means, so messages don't show regular expressions.
+_PATTERNS = {
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a DNS-1123 label (lowercase letters, digits and '-', "
+                                       "starting and ending with a letter or digit)",
+    "^[0-9]+(Mi|Gi|Ti)$": "a quantity in Mi, Gi or Ti such as 512Mi or 16Gi",
+    "^(UNLIMITED|INFINITE|([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]+)$":
+        "UNLIMITED, minutes, or [days-]hours:minutes:seconds such as 2-00:00:00",
+    "^[0-9]{4,5}-[0-9]{4,5}$": "a port range LOW-HIGH such as 60001-63000",
+    "^[a-z0-9][a-zA-Z0-9./_:@-]*$": "an image reference such as registry.example.org/slurmd:24.11",
+    "^[a-z0-9][a-z0-9_-]*$": "a name of lowercase letters, digits, '_' and '-'",
+    "^[a-z0-9][a-z0-9_.-]*$": "a name of lowercase letters, digits, '_', '.' and '-'",
+    "^[a-z0-9.-]+/[a-zA-Z0-9._-]+$": "an extended resource name such as nvidia.com/gpu",
+    "^[A-Za-z0-9_.-]+$": "a word of letters, digits, '_', '.' and '-'",
+    "^[A-Za-z][A-Za-z0-9]*$": "a key of letters and digits",
+    "^[0-9a-fA-F:.]+/[0-9]{1,3}$": "a CIDR such as 10.0.0.0/8",
+    "^[-._a-zA-Z0-9]+$": "a Secret key of letters, digits, '-', '_' and '.'",
+}
 
-def _found(value: Any) -> str:
+
+def _pattern_words(pattern: str) -> str:
+    if pattern in _PATTERNS:
+        return _PATTERNS[pattern]
+    if pattern.startswith("^(ssh-"):
+        return "an OpenSSH public key line (type, base64 key, optional comment)"
+    return f"the format {pattern}"
+
+
+def describe_value(value: Any) -> str:
+    """A value as messages quote it: 'a mapping', 'a list', 'nothing (null)', or its repr."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
     if value is None:
         return "nothing (null)"
-    return f"{value!r}"
+    if isinstance(value, (str, int, float)):
+        return f"{value!r}"
+    return f"{value} ({type(value).__name__})"
 
 
-def _word(err: jsonschema.ValidationError) -> tuple[str, bool]:
-    """(message, whether to point at the key rather than the value)."""
+def _word(err: jsonschema.ValidationError) -> str:
+    """A message for one schema error (path and position are added by the caller)."""
     v, inst = err.validator, err.instance
     if v == "type":
         wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
         want = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
-        msg = f"expected {want}, found {_found(inst)}"
+        msg = f"expected {want}, found {describe_value(inst)}"
         if isinstance(inst, float) and "string" in wanted:
             msg += " (quote it: YAML reads 22.05 as a number)"
-        return msg, False
-    if v == "required":
-        missing = [k for k in err.validator_value if isinstance(inst, dict) and k not in inst]
-        return f"missing required field '{missing[0] if missing else err.validator_value}'", False
+        return msg
     if v == "enum":
-        options = ", ".join(str(o) for o in err.validator_value)
-        hint = " (quote it: YAML reads 22.05 as a number)" if isinstance(inst, float) else ""
-        return f"{inst!r} is not one of: {options}{hint}", False
+        return f"{describe_value(inst)} is not one of: {', '.join(str(o) for o in err.validator_value)}"
     if v == "const":
-        return f"expected {err.validator_value!r}, found {_found(inst)}", False
+        return f"expected {err.validator_value!r}, found {describe_value(inst)}"
     if v == "pattern":
-        return f"{inst!r} does not match the expected format {err.validator_value}", False
+        return f"expected {_pattern_words(err.validator_value)}, found {inst!r}"
     if v == "maxProperties" and set(err.schema.get("properties", {})) == {"embedded", "external"}:
-        return "choose one of 'embedded' or 'external', not both", False
+        return "choose one of 'embedded' or 'external', not both"
     if v == "minItems":
-        return f"expected at least {err.validator_value} item(s), found {len(inst)}", False
-    if v in ("minimum", "maximum", "minLength", "maxLength"):
-        return err.message, False
-    return err.message, False
+        return f"expected at least {err.validator_value} item(s), found {len(inst)}"
+    if v == "maxLength":
+        return f"{inst!r} is {len(inst)} characters long; the maximum is {err.validator_value}"
+    if v == "minLength":
+        return "must not be empty" if err.validator_value == 1 else \
+            f"{inst!r} is shorter than {err.validator_value} characters"
+    return err.message

@@ -34,6 +34,15 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
+# Aliases can multiply a small file into a huge document ("billion laughs"); no real
+# profile comes near this many values.
+MAX_VALUES = 200_000
+
+
+class _TooLarge(Exception):
+    pass
+
+
 def parse(text: str) -> tuple[Any, Positions, list[FieldError]]:
     """Parse one YAML document; return (value, positions, errors)."""
     positions = Positions()
@@ -50,42 +59,82 @@ def parse(text: str) -> tuple[Any, Positions, list[FieldError]]:
         if "expected a single document" in str(e.context or ""):
             problem = "expected one YAML document, found more than one"
         return None, positions, [FieldError(line, col, "", f"YAML syntax error: {problem}")]
-    except yaml.YAMLError as e:  # reader errors (control characters) carry no mark
-        return None, positions, [FieldError(1, 1, "", f"YAML error: {e}")]
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        return None, positions, [FieldError(line, col, "", f"YAML error: character U+{_ord(e.character):04X} is not allowed in YAML")]
+    except yaml.YAMLError as e:
+        return None, positions, [FieldError(1, 1, "", f"YAML error: {str(e).splitlines()[0]}")]
+    except RecursionError:
+        return None, positions, [FieldError(1, 1, "", "YAML error: nesting is too deep")]
     if node is None:
         return None, positions, [FieldError(1, 1, "", "the file is empty: expected a ClusterProfile mapping")]
     errors: list[FieldError] = []
     constructor = yaml.SafeLoader("")
-    value = _build(node, (), positions, errors, constructor)
+    try:
+        value = _build(node, (), positions, errors, constructor, set(), [0])
+    except RecursionError:
+        return None, positions, [FieldError(1, 1, "", "YAML error: nesting is too deep")]
+    except _TooLarge:
+        return None, positions, [FieldError(1, 1, "", f"YAML error: more than {MAX_VALUES} values (aliases expanding?)")]
     return value, positions, errors
 
 
-def _build(node: yaml.Node, path: Path, pos: Positions, errors: list[FieldError], c: yaml.SafeLoader) -> Any:
-    pos.values[path] = _mark(node)
+def _ord(character: Any) -> int:
+    return character if isinstance(character, int) else ord(character)
+
+
+def _build(node: yaml.Node, path: Path, pos: Positions, errors: list[FieldError], c: yaml.SafeLoader,
+           open_nodes: set[int], count: list[int]) -> Any:
+    count[0] += 1
+    if count[0] > MAX_VALUES:
+        raise _TooLarge
+    pos.values.setdefault(path, _mark(node))
+    if id(node) in open_nodes:
+        errors.append(FieldError(*_mark(node), format_path(path), "a recursive alias (an anchor used inside itself)"))
+        return None
     if isinstance(node, yaml.MappingNode):
-        c.flatten_mapping(node)
+        try:
+            c.flatten_mapping(node)
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or node.start_mark
+            errors.append(FieldError(mark.line + 1, mark.column + 1, format_path(path), f"cannot merge: {e.problem}"))
+            return {}
+        open_nodes.add(id(node))
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 errors.append(FieldError(*_mark(key_node), format_path(path), "a mapping key must be a plain value"))
                 continue
-            key = c.construct_object(key_node)
+            key = _scalar(key_node, path, errors, c)
             if not isinstance(key, str):
                 key = str(key)
             child = path + (key,)
             if key in out:
-                errors.append(FieldError(*_mark(key_node), format_path(child), "duplicate key"))
+                first = pos.keys[child][0]
+                errors.append(FieldError(*_mark(key_node), format_path(child), f"duplicate key (first at line {first})"))
                 continue
             pos.keys[child] = _mark(key_node)
-            out[key] = _build(value_node, child, pos, errors, c)
+            out[key] = _build(value_node, child, pos, errors, c, open_nodes, count)
+        open_nodes.discard(id(node))
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(item, path + (i,), pos, errors, c) for i, item in enumerate(node.value)]
+        open_nodes.add(id(node))
+        items = [_build(item, path + (i,), pos, errors, c, open_nodes, count) for i, item in enumerate(node.value)]
+        open_nodes.discard(id(node))
+        return items
+    return _scalar(node, path, errors, c)
+
+
+def _scalar(node: yaml.Node, path: Path, errors: list[FieldError], c: yaml.SafeLoader) -> Any:
     try:
-        return c.construct_object(node)
+        return c.construct_object(node, deep=True)
     except yaml.YAMLError as e:
-        errors.append(FieldError(*_mark(node), format_path(path), f"cannot read value: {getattr(e, 'problem', e)}"))
-        return None
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        errors.append(FieldError(*_mark(node), format_path(path), f"cannot read value: {problem}"))
+    except (ValueError, OverflowError) as e:  # a timestamp like 2001-99-99
+        errors.append(FieldError(*_mark(node), format_path(path), f"cannot read value: {e}"))
+    return None
 
 
 def format_path(path: Path) -> str:
@@ -94,6 +143,8 @@ def format_path(path: Path) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif part and str(part).isprintable() and not any(ch.isspace() for ch in str(part)):
             out += ("." if out else "") + str(part)
+        else:  # keep one problem on one line, and an odd key visible
+            out += f"[{str(part)!r}]"
     return out

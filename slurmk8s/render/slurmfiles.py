@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import jinja2
 
-from slurmk8s import naming, versions
+from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
@@ -113,8 +113,7 @@ def render_gres_conf(profile: Profile) -> str | None:
 
 def render_cgroup_conf(profile: Profile) -> str:
     """cgroup.conf: cgroup/v2 confining cores, memory and devices."""
-    return _render("cgroup.conf.j2", cluster=profile.name,
-                   ignore_systemd=versions.dialect(profile.version).has_ignore_systemd)
+    return _render("cgroup.conf.j2", cluster=profile.name)
 
 
 def render_slurmdbd_conf(profile: Profile) -> str | None:

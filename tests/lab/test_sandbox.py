@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -97,7 +99,8 @@ def test_versions_are_read_from_dpkg_status(tmp_path):
         "Package: slurmctld\nStatus: deinstall ok config-files\nVersion: 9.9-1\n\n"
     )
     assert rootfs.rootfs_slurm_version(tmp_path) is None  # config-files only is not installed
-    status.write_text(status.read_text() + "Package: slurmctld\nStatus: install ok installed\nVersion: 1:24.11.5-4+deb13u1\n")
+    status.write_text(status.read_text() + "Package: slurmctld\nStatus: install ok installed\n"
+                      "Version: 1:24.11.5-4+deb13u1\n")
     assert rootfs.rootfs_slurm_version(tmp_path) == "24.11.5"
     assert rootfs.series_of("24.11.5") == "24.11"
 
@@ -138,10 +141,12 @@ def test_lab_names_fit_interface_limits():
 # ---------------------------------------------------------------- namespaces (root)
 
 
+@pytest.mark.lab
 def test_preflight_passes_as_root(needs_root):
     preflight()
 
 
+@pytest.mark.lab
 def test_two_pods_reach_each_other_over_the_bridge(net):
     a = net.add_pod("a", "pod-a")
     b = net.add_pod("b", "pod-b")
@@ -153,11 +158,12 @@ def test_two_pods_reach_each_other_over_the_bridge(net):
     # the server saw pod b's own address: the packet crossed the bridge between two netns
     assert reply == f"{b.ip} hello"
     assert idle.poll() is None
-    # the host has no address on the bridge's subnet other than the bridge's own
-    host_ip = _py(a, "import socket; print(socket.gethostbyname('localhost'))").stdout.strip()
-    assert host_ip == "127.0.0.1"
+    # only the lab's /24 is routable from a pod: no default route leads off the bridge
+    routes = a.exec_in(["ip", "route"], timeout=5).stdout
+    assert routes.split()[0] == str(net.subnet) and "default" not in routes
 
 
+@pytest.mark.lab
 def test_hostname_inside_is_the_pod_hostname(net):
     pod = net.add_pod("h", "slurmctl-0-t")
     pod.start(["sleep", "60"], PATH_ENV)
@@ -165,6 +171,7 @@ def test_hostname_inside_is_the_pod_hostname(net):
     assert socket.gethostname() != "slurmctl-0-t"
 
 
+@pytest.mark.lab
 def test_bind_mounts_are_visible_inside_only(net, tmp_path):
     hosts = tmp_path / "hosts"
     hosts.write_text(net.hosts_text({"db-t": "198.18.0.99"}))
@@ -182,6 +189,7 @@ def test_bind_mounts_are_visible_inside_only(net, tmp_path):
     assert Path("/etc/hosts").read_text() == host_hosts
 
 
+@pytest.mark.lab
 def test_fake_gpus_exist_only_in_their_pod(net):
     host_had = Path("/dev/nvidia0").exists()
     gpu = net.add_pod("g", "pod-g", devices=fake_gpus(2))
@@ -213,6 +221,7 @@ print(json.dumps(out))
     assert Path("/dev/nvidia0").exists() == host_had
 
 
+@pytest.mark.lab
 def test_wait_until_fails_fast_with_the_dead_process_output(net):
     pod = net.add_pod("d", "pod-d")
     proc = pod.start(["sh", "-c", "echo starting; echo 'fatal: bad slurm.conf line 3' >&2; exit 3"], PATH_ENV)
@@ -225,6 +234,7 @@ def test_wait_until_fails_fast_with_the_dead_process_output(net):
     assert "fatal: bad slurm.conf line 3" in message
 
 
+@pytest.mark.lab
 def test_podinit_failure_is_readable(net):
     pod = net.add_pod("f", "pod-f")
     proc = pod.start(["no-such-daemon", "-D"], PATH_ENV)
@@ -240,6 +250,7 @@ def _cgroup_controller() -> Path | None:
     return None
 
 
+@pytest.mark.lab
 def test_teardown_removes_everything_and_can_run_twice(needs_root, tmp_path):
     lab_id = f"t-{uuid.uuid4().hex[:10]}"
     network = LabNetwork(lab_id, lab_dir=tmp_path / "lab").create()
@@ -272,6 +283,7 @@ def test_teardown_removes_everything_and_can_run_twice(needs_root, tmp_path):
         teardown(lab_id, deadline_s=1)
 
 
+@pytest.mark.lab
 def test_two_labs_coexist(needs_root, tmp_path):
     ids = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
     try:
@@ -306,8 +318,9 @@ def _rootfs_for(series: str) -> Path | None:
     return path
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("series", ["22.05", "24.11", "26.05"])
-def test_slurm_runs_across_two_pods(net, tmp_path, series):
+def test_slurm_runs_across_two_pods(net, tmp_path, request, series):
     root = _rootfs_for(series)
     for tool in ("munged", "mungekey"):  # munged always runs from the host, as in the notes
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
@@ -315,11 +328,16 @@ def test_slurm_runs_across_two_pods(net, tmp_path, series):
     started = time.monotonic()
     ctl_host, workers = f"{net.lab_id}-ctl", [f"{net.lab_id}-w{i}" for i in range(2)]
     ctl = net.add_pod("ctl", ctl_host)
-    nodes = [net.add_pod(f"w{i}", h) for i, h in enumerate(workers)]
+    # worker 0 has two fake GPUs: checks private /dev inside the chroot and Slurm's gres on top
+    nodes = [net.add_pod(f"w{i}", h, devices=fake_gpus(2 if i == 0 else 0)) for i, h in enumerate(workers)]
 
-    etc, sock, state = tmp_path / "etc", tmp_path / "munge-socket", tmp_path / "munge-state"
-    for d, mode in ((etc, 0o755), (sock, 0o755), (state, 0o700)):
-        d.mkdir(mode=mode)
+    # munged wants every directory above its socket searchable by all; pytest's tmp dirs are 0700
+    sock = Path(tempfile.mkdtemp(prefix="slurmk8s-munge-"))
+    request.addfinalizer(lambda: shutil.rmtree(sock, ignore_errors=True))
+    sock.chmod(0o755)
+    etc, state = tmp_path / "etc", tmp_path / "munge-state"
+    etc.mkdir()
+    state.mkdir(mode=0o700)
     (tmp_path / "hosts").write_text(net.hosts_text())
     (etc / "slurm.conf").write_text(f"""\
 ClusterName=t{net.prefix}
@@ -338,17 +356,21 @@ ReturnToService=2
 MailProg=/bin/true
 MpiDefault=none
 SlurmdParameters=config_overrides
-NodeName={workers[0]},{workers[1]} CPUs=1 RealMemory=100 State=UNKNOWN
+GresTypes=gpu
+NodeName={workers[0]} CPUs=1 RealMemory=100 Gres=gpu:2 State=UNKNOWN
+NodeName={workers[1]} CPUs=1 RealMemory=100 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
     (etc / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
+    (etc / "gres.conf").write_text(f"AutoDetect=off\nNodeName={workers[0]} Name=gpu File=/dev/nvidia[0-1]\n")
     subprocess.run(["mungekey", "-c", "-k", str(state / "munge.key")], check=True, capture_output=True)
     mounts = [Bind(tmp_path / "hosts", "/etc/hosts"), Bind(etc, "/etc/slurm"), Tmpfs("/run"),
               Bind(sock, "/run/munge"), Tmpfs("/var/spool"), Tmpfs("/var/log"), Tmpfs("/tmp")]
 
     munged = ctl.start(["munged", "-F", f"--key-file={state}/munge.key", f"--socket={sock}/munge.socket.2",
                         f"--pid-file={state}/munged.pid", f"--log-file={state}/munged.log",
-                        f"--seed-file={state}/seed"], PATH_ENV, stdout_path=tmp_path / "munged.out")
+                        f"--seed-file={state}/seed"], PATH_ENV, mounts=mounts[:1],
+                       stdout_path=tmp_path / "munged.out")
     wait_until(lambda: (sock / "munge.socket.2").exists(), 10, "munged", proc=munged,
                log_path=[tmp_path / "munged.out", state / "munged.log"])
     slurmctld = ctl.start(["slurmctld", "-D", "-i"], PATH_ENV, mounts=mounts, rootfs=root)
@@ -360,19 +382,25 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def idle() -> bool:
         out = ctl.exec_in(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], proc=slurmctld, timeout=5).stdout
-        for pod, proc in zip(nodes, slurmds):
+        for pod, proc in zip(nodes, slurmds, strict=True):
             if proc.poll() is not None:
                 raise LabError(f"slurmd in {pod.name} exited {proc.returncode}: {pod.log_of(proc).read_text()[-500:]}")
         return set(out.split()) == set(workers)
 
     wait_until(idle, 30, "2 idle slurmd", proc=slurmctld,
-               log_path=[ctl.log_of(slurmctld)] + [n.log_of(p) for n, p in zip(nodes, slurmds)])
+               log_path=[ctl.log_of(slurmctld)] + [n.log_of(p) for n, p in zip(nodes, slurmds, strict=True)])
     booted = time.monotonic() - started
     run = ctl.exec_in(["srun", "-N2", "hostname"], proc=slurmctld, timeout=30)
     assert run.returncode == 0, run.stderr
     assert sorted(run.stdout.split()) == sorted(workers)
     srun_s = time.monotonic() - started - booted
+    gpu = ctl.exec_in(["srun", "-w", workers[0], "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES"],
+                      proc=slurmctld, timeout=30)
+    assert (gpu.returncode, gpu.stdout.strip()) == (0, "0"), gpu.stderr
 
+    # proctrack/cgroup leaves /sys/fs/cgroup/<ctrl>/slurm_<node> behind: teardown must remove it
+    cgroups = [x for x in leftovers(net.lab_id) if x.startswith("cgroup dir")]
+    assert any(f"slurm_{workers[0]}" in x for x in cgroups), cgroups
     down = time.monotonic()
     assert teardown(net.lab_id, deadline_s=5) == []
     print(f"Slurm {' '.join(version[1:])}: boot {booted:.2f} s, srun -N2 {srun_s:.2f} s, "

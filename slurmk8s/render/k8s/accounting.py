@@ -5,12 +5,12 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, mounts_config, munge_container, pod_spec, pvc_template,
+    Obj, headless_service, init_config_container, mounts_config, pod_spec, pvc_template,
     small_resources, statefulset, volume_config,
 )
 
 MARIADB_DATA = "/var/lib/mysql"
-MARIADB_INIT = "/run/mariadb-init"
+MARIADB_RUN = "/run/mysqld"  # socket and the init SQL (mariadbd's default socket directory)
 
 
 def _password_ref(profile: Profile) -> tuple[str, str]:
@@ -60,7 +60,7 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
                             "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
         "volumeMounts": mounts_config(profile, init=False),
     }
-    pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd] + munge_container(profile, image),
+    pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd],
                    [init_config_container(profile, image, script,
                                           [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True}],
                                           env)],
@@ -82,13 +82,13 @@ def mariadb_init_script() -> str:
         f"[ -d {MARIADB_DATA}/mysql ] || mariadb-install-db --no-defaults --user=mysql --datadir={MARIADB_DATA} --skip-test-db >/dev/null",
         # The password comes from the Secret; up generates it from [A-Za-z0-9] only.
         "umask 077",
-        f"cat > {MARIADB_INIT}/init.sql <<SQL",
+        f"cat > {MARIADB_RUN}/init.sql <<SQL",
         "CREATE DATABASE IF NOT EXISTS slurm_acct_db;",
         "CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$MARIADB_PASSWORD';",
         "ALTER USER 'slurm'@'%' IDENTIFIED BY '$MARIADB_PASSWORD';",
         "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';",
         "SQL",
-        f"chown mysql:mysql {MARIADB_INIT}/init.sql",
+        f"chown mysql:mysql {MARIADB_RUN}/init.sql",
     ]) + "\n"
 
 
@@ -97,7 +97,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
     name = naming.component_name(profile.name, naming.DATABASE)
     image = profile.images.database
     secret, key = _password_ref(profile)
-    mounts = [{"name": "data", "mountPath": MARIADB_DATA}, {"name": "init", "mountPath": MARIADB_INIT}]
+    mounts = [{"name": "data", "mountPath": MARIADB_DATA}, {"name": "run", "mountPath": MARIADB_RUN}]
     init = {
         "name": "init-db",
         "image": image,
@@ -114,7 +114,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={MARIADB_DATA}",
                     "--bind-address=0.0.0.0", "--port=3306", "--skip-name-resolve",
-                    f"--init-file={MARIADB_INIT}/init.sql", "--innodb-buffer-pool-size=256M",
+                    f"--init-file={MARIADB_RUN}/init.sql", "--innodb-buffer-pool-size=256M",
                     "--innodb-lock-wait-timeout=900", "--max-allowed-packet=16M"],
         "ports": [{"name": "mysql", "containerPort": 3306, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 5},
@@ -131,7 +131,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "securityContext": {"fsGroup": 999, "runAsNonRoot": True},
         "initContainers": [init],
         "containers": [mariadb],
-        "volumes": [{"name": "init", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+        "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
     }
     storage = profile.accounting.embedded
     return statefulset(profile, name, naming.DATABASE, 1, name, pod, {},

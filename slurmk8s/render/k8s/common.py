@@ -75,9 +75,9 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
     else:
-        # munged refuses a key or socket directory others can write.
-        lines += [f"install -m 0400 -o munge -g munge {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
-                  f"chown munge:munge {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}", f"chmod 0755 {MUNGE_SOCKET_DIR}"]
+        # munged (run as root here) wants its key and directories owned by itself, closed to others.
+        lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
+                  f"chmod 0755 {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}"]
     lines += list(extra)
     return "\n".join(lines) + "\n"
 
@@ -100,16 +100,20 @@ def init_config_container(profile: Profile, image: str, extra_script: list[str] 
     return c
 
 
-def munge_container(profile: Profile, image: str) -> list[Obj]:
-    """The munged sidecar (munge auth only): same image as the daemon it serves."""
+def munge_sidecar(profile: Profile, image: str) -> list[Obj]:
+    """munged as a native sidecar (munge auth only): started, and its socket up, before the daemon."""
     if profile.auth != "munge":
         return []
+    socket = f"{MUNGE_SOCKET_DIR}/munge.socket.2"
     return [{
         "name": "munged",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
+        "restartPolicy": "Always",
         "command": ["munged", "--foreground", f"--key-file={MUNGE_KEY_DIR}/munge.key",
-                    f"--socket={MUNGE_SOCKET_DIR}/munge.socket.2", "--num-threads=2"],
+                    f"--socket={socket}", f"--seed-file={MUNGE_SOCKET_DIR}/munged.seed",
+                    f"--pid-file={MUNGE_SOCKET_DIR}/munged.pid", "--num-threads=10"],
+        "startupProbe": {"exec": {"command": ["test", "-S", socket]}, "periodSeconds": 1, "failureThreshold": 30},
         "volumeMounts": [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR, "readOnly": True},
                          {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}],
         "resources": small_resources(),
@@ -133,6 +137,7 @@ def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list
     }
     if extra:
         spec.update(extra)
+    init = list(init) + munge_sidecar(profile, containers[0]["image"])
     if init:
         spec["initContainers"] = init
     spec["containers"] = containers

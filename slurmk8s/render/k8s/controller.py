@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, meta, init_config_container, mounts_config, munge_container, pod_spec, pvc_template,
+    Obj, headless_service, meta, init_config_container, mounts_config, pod_spec, pvc_template,
     statefulset, volume_config,
 )
 
@@ -44,7 +44,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         "volumeMounts": mounts_config(profile, init=False) + [{"name": "statesave", "mountPath": STATE_SAVE}],
     }
     pod = pod_spec(profile, naming.CONTROLLER,
-                   [slurmctld] + munge_container(profile, image),
+                   [slurmctld],
                    [init_config_container(profile, image, script, extra_mounts)],
                    volumes)
     claims = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, meta, mounts_config, munge_container, pod_spec, statefulset, volume_config,
+    Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
 
 SSHD_CONFIG = """\
@@ -75,7 +75,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL"]}},
         "volumeMounts": mounts_config(profile, init=False) + [ssh_mount],
     }
-    pod = pod_spec(profile, naming.LOGIN, [sshd] + munge_container(profile, image),
+    pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
                                            ssh_mount])],

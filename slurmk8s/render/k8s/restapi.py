@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, init_config_container, meta, mounts_config, munge_container, pod_spec, volume_config,
+    Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
 
 SLURMRESTD_UID = 65534  # slurmrestd refuses to run as root or SlurmUser
@@ -37,7 +37,7 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts_config(profile, init=False),
     }
-    pod = pod_spec(profile, naming.RESTAPI, [container] + munge_container(profile, image),
+    pod = pod_spec(profile, naming.RESTAPI, [container],
                    [init_config_container(profile, image, [f"chmod 0644 /etc/slurm/*.conf"])], volume_config(profile))
     selector = naming.selector_labels(profile.name, naming.RESTAPI)
     return {

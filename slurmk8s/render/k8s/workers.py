@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, meta, mounts_config, munge_container, pod_spec, statefulset,
+    Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
     volume_config,
 )
 from slurmk8s.render.slurmfiles import gres_of
@@ -77,7 +77,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str) -> Ob
         extra["tolerations"] = [dict(t) for t in pool.tolerations]
     # A job's processes get time to finish their step when a pod is deleted outside Slurm.
     extra["terminationGracePeriodSeconds"] = 120
-    pod = pod_spec(profile, naming.WORKER, [slurmd] + munge_container(profile, image),
+    pod = pod_spec(profile, naming.WORKER, [slurmd],
                    [init_config_container(profile, image)], volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,

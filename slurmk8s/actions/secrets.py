@@ -1,0 +1,52 @@
+"""Key material for the Secrets a bundle needs, and `secrets create` (create once, never overwrite)."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import string
+from typing import Any, Callable
+
+from slurmk8s import naming
+from slurmk8s.errors import UsageError
+from slurmk8s.render import Bundle, RequiredSecret
+
+PASSWORD_ALPHABET = string.ascii_letters + string.digits
+
+
+def generate_material(kind: str) -> bytes:
+    """Fresh random bytes for one kind of Secret (see RequiredSecret)."""
+    if kind in ("slurm.key", "munge.key"):
+        return secrets.token_bytes(1024)
+    if kind == "jwt":
+        return secrets.token_bytes(32)
+    if kind == "password":
+        return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(32)).encode()
+    raise UsageError(f"unknown secret kind {kind!r}; expected slurm.key, munge.key, jwt or password")
+
+
+def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]:
+    """A function that builds the Secret object for a RequiredSecret, with new material each call."""
+    def build_secret(required: RequiredSecret) -> dict[str, Any]:
+        material = base64.b64encode(generate_material(required.kind)).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": required.name, "namespace": bundle.namespace,
+                         "labels": naming.object_labels(bundle.cluster, required.component)},
+            "type": "Opaque",
+            "data": {required.key: material},
+        }
+    return build_secret
+
+
+def run_secrets_create(profile_path: str, access, echo: Callable[[str], None] = print, verbose: bool = False) -> None:
+    """Create the profile's missing Secrets (and its Namespace when missing); existing Secrets stay as they are."""
+    from slurmk8s.actions.render import render_file
+    from slurmk8s.kube.apply import CREATED, KEPT, ensure_secrets
+    from slurmk8s.kube.client import connect
+
+    bundle = render_file(profile_path)
+    kube = connect(access, verbose=verbose)
+    plan = ensure_secrets(kube, bundle, secret_factory(bundle), progress=echo)
+    echo(f"secrets in {bundle.namespace}: {plan.count(CREATED)} created, {plan.count(KEPT)} kept as they were")

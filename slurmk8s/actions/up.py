@@ -1,0 +1,72 @@
+"""`up`: render, apply in stages, create Secrets once, prune, wait until Slurm is usable."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from slurmk8s import naming
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """Flags of `slurmk8s up`."""
+
+    dry_run: bool = False
+    prune: bool = True
+    wait: bool = True
+    timeout: float = 600
+    force_conflicts: bool = False
+    workers: int = 8
+    verbose: bool = False
+
+
+def controller_pod(cluster: str) -> str:
+    """The primary slurmctld pod, where `sinfo`/`scontrol` run."""
+    return naming.pod_name(naming.component_name(cluster, naming.CONTROLLER), 0)
+
+
+def summary_line(plan, secrets_total: int) -> str:
+    """One line saying what changed; says so plainly when nothing did."""
+    from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED
+    objects = [c for c in plan.changes if not c.ref.startswith("Secret/")]
+    secrets = [c for c in plan.changes if c.ref.startswith("Secret/")]
+    kept = sum(1 for c in secrets if c.action == KEPT)
+    if not plan.changed:
+        return f"no changes: {len(objects)} objects unchanged, {kept} of {secrets_total} secrets kept"
+    counts = [f"{sum(1 for c in objects if c.action == a)} {a}" for a in (CREATED, CONFIGURED, UNCHANGED, PRUNED)]
+    made = sum(1 for c in secrets if c.action == CREATED)
+    return f"{', '.join(counts)}; secrets: {made} created, {kept} kept"
+
+
+def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
+           progress: Callable[[str], None] | None = None,
+           exec_in_controller: Callable[[list[str]], str] | None = None):
+    """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
+    from slurmk8s.actions.render import render_file
+    from slurmk8s.actions.secrets import secret_factory
+    from slurmk8s.kube.apply import UNCHANGED, KEPT, apply_bundle
+    from slurmk8s.kube.client import connect
+    from slurmk8s.kube.execpod import controller_exec
+    from slurmk8s.kube.wait import wait_until_usable
+
+    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    bundle = render_file(profile_path)
+    kube = connect(access, verbose=options.verbose, pool_size=max(options.workers, 4) * 2)
+    verb = "would be" if options.dry_run else ""
+    echo(f"{'dry run: ' if options.dry_run else ''}cluster {bundle.cluster} in namespace {bundle.namespace} "
+         f"({kube.source}, {kube.host})")
+    quiet = (UNCHANGED, KEPT)
+    plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
+                        force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune)
+    for change in plan.changes:
+        if options.verbose or change.action not in quiet:
+            echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
+    echo(summary_line(plan, len(bundle.secrets)))
+    if options.dry_run or not options.wait:
+        return plan
+    run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
+    wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
+    echo(f"cluster {bundle.cluster} is ready")
+    return plan

@@ -1,0 +1,231 @@
+"""Server-side apply of a bundle in stages, create-once Secrets, prune, and the dry-run plan."""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj
+from slurmk8s.kube.ownership import FIELD_MANAGER, key_of, managed_by_us, owned_selector
+from slurmk8s.kube.resources import PRUNABLE, Resolver, builtin
+from slurmk8s.kube.stages import STAGE_NAMES, group_by_stage, object_ref
+from slurmk8s.render import Bundle, RequiredSecret
+
+# Fields the server owns: ignored when comparing a live object with a dry-run result.
+VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
+
+CREATED, CONFIGURED, UNCHANGED, PRUNED, KEPT = "created", "configured", "unchanged", "pruned", "kept"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What applying (or dry-running) one object did; before/after are filled in dry runs."""
+
+    ref: str
+    action: str
+    stage: str
+    before: Obj | None = None
+    after: Obj | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every change of one `up` (or dry run), in apply order; prunes last."""
+
+    changes: tuple[Change, ...]
+
+    def count(self, action: str) -> int:
+        """How many changes have that action."""
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def changed(self) -> bool:
+        """True when anything was (or would be) created, configured or pruned."""
+        return any(c.action in (CREATED, CONFIGURED, PRUNED) for c in self.changes)
+
+
+def stripped(obj: Obj | None) -> Obj | None:
+    """obj without server-owned metadata and status, for comparison and diffs."""
+    if obj is None:
+        return None
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    meta = out.get("metadata", {})
+    for key in VOLATILE_METADATA:
+        meta.pop(key, None)
+    annotations = meta.get("annotations") or {}
+    annotations.pop("deprecated.daemonset.template.generation", None)
+    if "annotations" in meta and not annotations:
+        meta.pop("annotations")
+    return out
+
+
+class Applier:
+    """Applies one bundle; objects of a stage go out in parallel on `workers` threads."""
+
+    def __init__(self, kube: Kube, bundle: Bundle, *, workers: int = 8, force_conflicts: bool = False,
+                 dry_run: bool = False, progress: Callable[[str], None] = lambda line: None):
+        self.kube = kube
+        self.bundle = bundle
+        self.resolver = Resolver(kube)
+        self.workers = max(1, workers)
+        self.force_conflicts = force_conflicts
+        self.dry_run = dry_run
+        self.progress = progress
+        self._namespace_missing = False
+
+    def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True) -> Plan:
+        """Apply every object and Secret stage by stage, then prune what the profile no longer has."""
+        stages = [(name, objects, lambda o, st=name: self.apply_object(o, st, owned))
+                  for name, objects in group_by_stage(self.bundle.objects)]
+        secrets_at = sum(1 for name, _, _ in stages if STAGE_NAMES.index(name) < STAGE_NAMES.index("secrets"))
+        stages.insert(secrets_at, ("secrets", list(self.bundle.secrets), lambda s: self.ensure_secret(s, make_secret)))
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply") as pool:
+            owned = self._owned_objects(pool)
+            changes: list[Change] = []
+            for stage, items, action in stages:
+                changes += self.run_stage(pool, stage, items, action)
+            if prune:
+                changes += self.run_stage(pool, "prune", self.prune_candidates(owned), self._prune)
+        return Plan(tuple(changes))
+
+    def run_stage(self, pool: ThreadPoolExecutor, stage: str, items: list, action: Callable) -> list[Change]:
+        """Run action on every item in parallel; the stage fails as a whole with its first error."""
+        if not items:
+            return []
+        futures = [pool.submit(action, item) for item in items]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            more = f" (and {len(errors) - 1} more failure(s) in stage {stage})" if len(errors) > 1 else ""
+            first = errors[0]
+            if isinstance(first, ClusterError) and more:
+                first.args = (f"{first}{more}",)
+            raise first
+        results = [f.result() for f in futures]
+        for change in results:
+            self.progress(f"  {change.action:<12} {change.ref}")
+        return results
+
+    def _owned_objects(self, pool: ThreadPoolExecutor) -> dict[tuple[str, str], Obj]:
+        """Our labelled objects now in the cluster, by (kind, name): change detection and prune input."""
+        ns = self.bundle.namespace
+        selector = owned_selector(self.bundle.cluster)
+        kinds = [builtin("v1", "Namespace")] + list(PRUNABLE)
+
+        def list_kind(resource):
+            listing = self.kube.request("GET", resource.collection(ns), what=f"list {resource.plural} in {ns}",
+                                        query=[("labelSelector", selector)])
+            return resource.kind, listing.body.get("items") or []
+
+        owned: dict[tuple[str, str], Obj] = {}
+        for kind, items in pool.map(list_kind, kinds):
+            for item in items:
+                item.setdefault("kind", kind)
+                owned[key_of(item)] = item
+        return owned
+
+    def _query(self) -> list[tuple[str, str]]:
+        query = [("fieldManager", FIELD_MANAGER)]
+        if self.force_conflicts:
+            query.append(("force", "true"))
+        if self.dry_run:
+            query.append(("dryRun", "All"))
+        return query
+
+    def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
+        """Server-side apply one object; owned (the earlier state) tells unchanged from configured."""
+        resource = self.resolver.of(obj)
+        ns = obj["metadata"].get("namespace")
+        path = resource.item(ns, obj["metadata"]["name"])
+        what = f"apply {object_ref(obj)}"
+        if self.dry_run:
+            return self._dry_apply(obj, stage, resource, path, what)
+        result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
+        before = owned.get(key_of(obj))
+        if result.status == 201:
+            action = CREATED
+        elif before is not None and before["metadata"].get("resourceVersion") == result.body["metadata"].get("resourceVersion"):
+            action = UNCHANGED
+        else:
+            action = CONFIGURED
+        return Change(object_ref(obj), action, stage)
+
+    def _dry_apply(self, obj: Obj, stage: str, resource, path: str, what: str) -> Change:
+        namespaced = resource.namespaced
+        if namespaced and self._namespace_missing:
+            # The API refuses even a dry run into a namespace that does not exist yet.
+            return Change(object_ref(obj), CREATED, stage, None, stripped(obj))
+        live = self.kube.request("GET", path, what=f"read {object_ref(obj)}", tolerate=(404,))
+        before = stripped(live.body) if live.status == 200 else None
+        result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
+        after = stripped(result.body)
+        if obj["kind"] == "Namespace" and before is None:
+            self._namespace_missing = True
+        if before is None:
+            action = CREATED
+        else:
+            action = UNCHANGED if before == after else CONFIGURED
+        return Change(object_ref(obj), action, stage, before, after)
+
+    def ensure_secret(self, required: RequiredSecret, make_secret: Callable[[RequiredSecret], Obj]) -> Change:
+        """Create a Secret once; an existing one is never read further, written or replaced."""
+        ref = f"Secret/{required.name}"
+        if self._namespace_missing:
+            return Change(ref, CREATED, "secrets")
+        resource = builtin("v1", "Secret")
+        ns = self.bundle.namespace
+        found = self.kube.request("GET", resource.item(ns, required.name), what=f"read {ref}", tolerate=(404,))
+        if found.status == 200:
+            return Change(ref, KEPT, "secrets")
+        if self.dry_run:
+            # Key material is never sent, not even to a dry run.
+            return Change(ref, CREATED, "secrets")
+        made = self.kube.request("POST", resource.collection(ns), what=f"create {ref}",
+                                 query=[("fieldManager", FIELD_MANAGER)],
+                                 body=make_secret(required), tolerate=(409,))
+        # 409: someone created it between our GET and POST; theirs stays.
+        return Change(ref, KEPT if made.status == 409 else CREATED, "secrets")
+
+    def prune_candidates(self, owned: dict[tuple[str, str], Obj]) -> list[Obj]:
+        """Objects we applied earlier that the bundle no longer has (never Namespaces, Secrets, PVCs)."""
+        wanted = {key_of(o) for o in self.bundle.objects}
+        prunable = {r.kind for r in PRUNABLE}
+        return [obj for key, obj in sorted(owned.items())
+                if key[0] in prunable and key not in wanted and managed_by_us(obj, self.bundle.cluster)]
+
+    def _prune(self, obj: Obj) -> Change:
+        ref = object_ref(obj)
+        if self.dry_run:
+            return Change(ref, PRUNED, "prune", stripped(obj), None)
+        resource = next(r for r in PRUNABLE if r.kind == obj["kind"])
+        self.kube.request("DELETE", resource.item(self.bundle.namespace, obj["metadata"]["name"]),
+                          what=f"prune {ref}", query=[("propagationPolicy", "Background")], tolerate=(404,))
+        return Change(ref, PRUNED, "prune")
+
+
+def apply_bundle(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
+                 force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
+                 progress: Callable[[str], None] = lambda line: None) -> Plan:
+    """Server-side apply a bundle (or dry-run it), creating missing Secrets once and pruning leftovers."""
+    applier = Applier(kube, bundle, workers=workers, force_conflicts=force_conflicts, dry_run=dry_run,
+                      progress=progress)
+    return applier.run(make_secret, prune=prune)
+
+
+def ensure_secrets(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj],
+                   progress: Callable[[str], None] = lambda line: None) -> Plan:
+    """Create the bundle's missing Secrets (and its Namespace when missing); existing ones stay untouched."""
+    applier = Applier(kube, bundle, progress=progress)
+    namespace = bundle.find("Namespace", bundle.namespace)
+    found = kube.request("GET", builtin("v1", "Namespace").item(None, bundle.namespace),
+                         what=f"read Namespace/{bundle.namespace}", tolerate=(404,))
+    changes: list[Change] = []
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="secrets") as pool:
+        if found.status == 404:
+            changes += applier.run_stage(pool, "namespace", [namespace], lambda o: applier.apply_object(o, "namespace", {}))
+        changes += applier.run_stage(pool, "secrets", list(bundle.secrets),
+                                     lambda s: applier.ensure_secret(s, make_secret))
+    return Plan(tuple(changes))

@@ -1,0 +1,42 @@
+"""Run a command in a pod's container, as `kubectl exec` does (websocket)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kubernetes import client as k8s_client
+from kubernetes.stream import stream
+
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import Kube
+
+ExecFn = Callable[[list[str]], str]
+
+
+def exec_in_pod(kube: Kube, namespace: str, pod: str, container: str, command: list[str], timeout: float = 30) -> str:
+    """stdout of command; a non-zero exit or a failed connection raises ClusterError."""
+    what = f"exec {' '.join(command)!r} in pod {namespace}/{pod}"
+    # stream() swaps call_api on the client it is given: a private client keeps that
+    # from leaking into requests other threads make at the same time.
+    core = k8s_client.CoreV1Api(k8s_client.ApiClient(kube.api.configuration))
+    try:
+        ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=command,
+                    stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False,
+                    _request_timeout=timeout)
+        ws.run_forever(timeout=timeout)
+        out, err, rc = ws.read_stdout(), ws.read_stderr(), ws.returncode
+        ws.close()
+    except k8s_client.ApiException as e:
+        raise ClusterError(f"{what}: HTTP {e.status} {' '.join(str(e.reason or '').split())}") from e
+    except Exception as e:  # the websocket library raises its own hierarchy and OSErrors
+        raise ClusterError(f"{what}: {type(e).__name__}: {' '.join(str(e).split())}") from e
+    if rc is None:
+        raise ClusterError(f"{what}: no exit status within {timeout:.0f} s")
+    if rc != 0:
+        raise ClusterError(f"{what}: exit status {rc}: {' '.join(err.split())[:300]}")
+    return out
+
+
+def controller_exec(kube: Kube, namespace: str, pod: str, container: str = "slurmctld") -> ExecFn:
+    """An ExecFn bound to the (primary) controller pod."""
+    return lambda command: exec_in_pod(kube, namespace, pod, container, command)

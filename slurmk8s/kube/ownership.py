@@ -1,0 +1,31 @@
+"""What makes an object ours: our labels AND our field manager (pure; no client import)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmk8s import naming
+
+FIELD_MANAGER = naming.MANAGER
+
+
+def owned_selector(cluster: str) -> str:
+    """labelSelector matching the objects we render for a cluster."""
+    return f"{naming.LABEL_INSTANCE}={cluster},{naming.LABEL_MANAGED_BY}={naming.MANAGER}"
+
+
+def has_our_labels(obj: dict[str, Any], cluster: str) -> bool:
+    """True when obj carries the instance and managed-by labels of this cluster."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return labels.get(naming.LABEL_INSTANCE) == cluster and labels.get(naming.LABEL_MANAGED_BY) == naming.MANAGER
+
+
+def managed_by_us(obj: dict[str, Any], cluster: str) -> bool:
+    """Labels alone can be copied by anyone; the field manager proves we applied the object."""
+    fields = obj.get("metadata", {}).get("managedFields") or []
+    return has_our_labels(obj, cluster) and any(f.get("manager") == FIELD_MANAGER for f in fields)
+
+
+def key_of(obj: dict[str, Any]) -> tuple[str, str]:
+    """(kind, name): unique within one namespace for the kinds we render."""
+    return obj["kind"], obj["metadata"]["name"]

@@ -1,0 +1,95 @@
+"""Where each kind lives in the API: a table for the kinds we render, discovery for the rest."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import Kube, Obj
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: group/version prefix, plural, and whether it lives in a namespace."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    def collection(self, namespace: str | None) -> str:
+        """URL path of the collection (in namespace, when the resource is namespaced)."""
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced:
+            return f"{prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{prefix}/{self.plural}"
+
+    def item(self, namespace: str | None, name: str) -> str:
+        """URL path of one object."""
+        return f"{self.collection(namespace)}/{name}"
+
+
+_BUILTIN = [
+    Resource("v1", "Namespace", "namespaces", False),
+    Resource("v1", "ServiceAccount", "serviceaccounts", True),
+    Resource("v1", "Secret", "secrets", True),
+    Resource("v1", "ConfigMap", "configmaps", True),
+    Resource("v1", "Service", "services", True),
+    Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
+    Resource("v1", "Pod", "pods", True),
+    Resource("v1", "Event", "events", True),
+    Resource("rbac.authorization.k8s.io/v1", "Role", "roles", True),
+    Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", True),
+    Resource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False),
+    Resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", True),
+    Resource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
+    Resource("apps/v1", "StatefulSet", "statefulsets", True),
+    Resource("apps/v1", "Deployment", "deployments", True),
+    Resource("apps/v1", "DaemonSet", "daemonsets", True),
+]
+BUILTIN = {(r.api_version, r.kind): r for r in _BUILTIN}
+
+# Kinds `up` may prune and `down` deletes: what we render into the namespace, minus data.
+# Never Namespace (it holds the data), Secrets or PVCs (keys and state).
+WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet")
+PRUNABLE = tuple(BUILTIN[k] for k in [
+    ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("policy/v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "Service"), ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
+    ("v1", "ServiceAccount"),
+])
+
+
+def builtin(api_version: str, kind: str) -> Resource:
+    """A kind from the built-in table (KeyError for anything else)."""
+    return BUILTIN[(api_version, kind)]
+
+
+class Resolver:
+    """Maps objects to Resources; kinds outside the table are looked up once via discovery."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+        self._found: dict[tuple[str, str], Resource] = dict(BUILTIN)
+        self._lock = threading.Lock()
+
+    def of(self, obj: Obj) -> Resource:
+        """The Resource of a rendered object."""
+        key = (obj["apiVersion"], obj["kind"])
+        with self._lock:
+            if key in self._found:
+                return self._found[key]
+        found = self._discover(*key)
+        with self._lock:
+            self._found[key] = found
+        return found
+
+    def _discover(self, api_version: str, kind: str) -> Resource:
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        listing = self.kube.request("GET", path, what=f"discover {api_version} {kind}", tolerate=(404,))
+        for r in listing.body.get("resources", []) if listing.status == 200 else []:
+            if r.get("kind") == kind and "/" not in r.get("name", ""):
+                return Resource(api_version, kind, r["name"], bool(r.get("namespaced")))
+        raise ClusterError(f"the cluster does not serve {kind} ({api_version}); is its CustomResourceDefinition installed?")

@@ -1,0 +1,241 @@
+"""Wait until a cluster is usable: workloads Ready, then every running slurmd known to slurmctld.
+
+The Slurm half goes through an injected exec function, so it can be tested without a
+websocket-capable API server.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from slurmk8s import naming
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import Kube, Obj
+from slurmk8s.kube.ownership import owned_selector
+from slurmk8s.kube.resources import WORKLOAD_KINDS, builtin
+from slurmk8s.kube.stages import COMPONENT_ORDER
+from slurmk8s.render import Bundle
+
+SINFO_NODES = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
+# Node states of a slurmd that has registered (a trailing '*' = not responding: not usable).
+REGISTERED_STATES = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained",
+                     "blocked"}
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """Readiness of one StatefulSet/Deployment of the bundle."""
+
+    kind: str
+    name: str
+    component: str
+    desired: int
+    ready: int
+    rolled_out: bool
+
+    @property
+    def done(self) -> bool:
+        """Every desired replica Ready and on the current revision."""
+        return self.rolled_out and self.ready >= self.desired
+
+
+def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
+    """Status of every workload of the bundle (a missing one counts as 0 ready)."""
+    live: dict[tuple[str, str], Obj] = {}
+    for kind in sorted({o["kind"] for o in bundle.objects if o["kind"] in WORKLOAD_KINDS}):
+        resource = builtin("apps/v1", kind)
+        listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
+                               query=[("labelSelector", owned_selector(bundle.cluster))])
+        for item in listing.body.get("items") or []:
+            live[(kind, item["metadata"]["name"])] = item
+    out = []
+    for obj in bundle.objects:
+        if obj["kind"] not in WORKLOAD_KINDS:
+            continue
+        name = obj["metadata"]["name"]
+        component = obj["metadata"]["labels"].get(naming.LABEL_COMPONENT, "")
+        desired = int(obj["spec"].get("replicas", 1))
+        item = live.get((obj["kind"], name))
+        out.append(status_of_workload(obj["kind"], name, component, desired, item))
+    return out
+
+
+def status_of_workload(kind: str, name: str, component: str, desired: int, item: Obj | None) -> WorkloadStatus:
+    """Readiness of one live workload (None = it does not exist)."""
+    if item is None:
+        return WorkloadStatus(kind, name, component, desired, 0, False)
+    status = item.get("status") or {}
+    observed = status.get("observedGeneration", 0) >= item["metadata"].get("generation", 1)
+    ready = int(status.get("availableReplicas" if kind == "Deployment" else "readyReplicas", 0) or 0)
+    updated = int(status.get("updatedReplicas", 0) or 0)
+    return WorkloadStatus(kind, name, component, desired, ready, observed and updated >= desired)
+
+
+def running_slurm_nodes(kube: Kube, bundle: Bundle) -> list[str]:
+    """Slurm node names of the pool pods that are Ready now (<pool>-<ordinal>)."""
+    pods = list_pods(kube, bundle, component=naming.WORKER)
+    nodes = []
+    for pod in pods:
+        pool = (pod["metadata"].get("labels") or {}).get(naming.LABEL_POOL)
+        ordinal = pod["metadata"]["name"].rsplit("-", 1)[-1]
+        if pool and ordinal.isdigit() and pod_ready(pod):
+            nodes.append(naming.slurm_node_name(pool, int(ordinal)))
+    return sorted(nodes)
+
+
+def list_pods(kube: Kube, bundle: Bundle, component: str | None = None) -> list[Obj]:
+    """Pods of this cluster (the pod template carries our labels), optionally of one component."""
+    selector = owned_selector(bundle.cluster)
+    if component:
+        selector += f",{naming.LABEL_COMPONENT}={component}"
+    listing = kube.request("GET", builtin("v1", "Pod").collection(bundle.namespace), what="list pods",
+                           query=[("labelSelector", selector)])
+    return sorted(listing.body.get("items") or [], key=lambda p: p["metadata"]["name"])
+
+
+def pod_ready(pod: Obj) -> bool:
+    """The pod's Ready condition is True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def parse_sinfo_nodes(text: str) -> dict[str, str]:
+    """`sinfo -N -h -o '%N %T'` output -> {node: state}."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            states[parts[0]] = parts[1].lower()
+    return states
+
+
+def unregistered(expected: list[str], states: dict[str, str]) -> dict[str, str]:
+    """Expected nodes slurmctld does not list as registered and responding, with their state."""
+    return {n: states.get(n, "not in slurm.conf") for n in expected
+            if states.get(n, "").rstrip("~#!%$@^-") not in REGISTERED_STATES}
+
+
+class Waiter:
+    """Polls until the bundle's cluster is usable; prints a line whenever the picture changes."""
+
+    def __init__(self, kube: Kube, bundle: Bundle, exec_in_controller: Callable[[list[str]], str] | None, *,
+                 timeout: float = 600, interval: float = 2.0, progress: Callable[[str], None] = lambda line: None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+        self.kube = kube
+        self.bundle = bundle
+        self.exec_in_controller = exec_in_controller
+        self.timeout = timeout
+        self.interval = interval
+        self.progress = progress
+        self.clock = clock
+        self.sleep = sleep
+        self._last_line = ""
+
+    def wait(self) -> list[WorkloadStatus]:
+        """Return once usable; raise ClusterError naming what is not ready on timeout."""
+        deadline = self.clock() + self.timeout
+        while True:
+            statuses = workload_statuses(self.kube, self.bundle)
+            self._say("pods ready: " + summarize(statuses))
+            if all(s.done for s in statuses):
+                break
+            if self.clock() >= deadline:
+                raise ClusterError(self._timeout_message(statuses))
+            self.sleep(self.interval)
+        if self.exec_in_controller is None:
+            return statuses
+        last_problem = ""
+        while True:
+            expected = running_slurm_nodes(self.kube, self.bundle)
+            try:
+                missing = unregistered(expected, parse_sinfo_nodes(self.exec_in_controller(SINFO_NODES)))
+                last_problem = ", ".join(f"{n} ({s})" for n, s in sorted(missing.items()))
+            except ClusterError as e:
+                missing, last_problem = {"?": "?"}, str(e)
+            if not missing:
+                self._say(f"slurm: all {len(expected)} running node(s) registered with slurmctld")
+                return statuses
+            self._say(f"slurm: waiting for {last_problem}")
+            if self.clock() >= deadline:
+                raise ClusterError(f"timed out after {self.timeout:.0f} s: pods are Ready but slurmctld does not "
+                                   f"know every running node: {last_problem}")
+            self.sleep(self.interval)
+
+    def _say(self, line: str) -> None:
+        if line != self._last_line:
+            self._last_line = line
+            self.progress(line)
+
+    def _timeout_message(self, statuses: list[WorkloadStatus]) -> str:
+        lagging = [s for s in statuses if not s.done]
+        lines = [f"timed out after {self.timeout:.0f} s waiting for "
+                 + ", ".join(f"{s.kind}/{s.name} ({s.ready}/{s.desired} ready)" for s in lagging)]
+        lagging_components = {s.component for s in lagging}
+        pods = [p for p in list_pods(self.kube, self.bundle)
+                if (p["metadata"].get("labels") or {}).get(naming.LABEL_COMPONENT) in lagging_components]
+        for pod in pods:
+            if not pod_ready(pod):
+                lines.append(f"  pod {pod['metadata']['name']} not Ready: {why_not_ready(pod)}"
+                             + _events_suffix(self.kube, self.bundle.namespace, pod["metadata"]["name"]))
+        for s in lagging:
+            have = sum(1 for p in pods if p["metadata"]["name"].startswith(f"{s.name}-"))
+            if have < s.desired:
+                lines.append(f"  {s.kind}/{s.name} has {have} of {s.desired} pods"
+                             + _events_suffix(self.kube, self.bundle.namespace, s.name))
+        return "\n".join(lines)
+
+
+def summarize(statuses: list[WorkloadStatus]) -> str:
+    """'mariadb 1/1, controller 0/1, ...' in component order."""
+    by_component: dict[str, list[int]] = {}
+    for s in statuses:
+        tally = by_component.setdefault(s.component, [0, 0])
+        tally[0] += min(s.ready, s.desired)
+        tally[1] += s.desired
+    order = [c for c in COMPONENT_ORDER if c in by_component] + sorted(set(by_component) - set(COMPONENT_ORDER))
+    return ", ".join(f"{c} {by_component[c][0]}/{by_component[c][1]}" for c in order)
+
+
+def why_not_ready(pod: Obj) -> str:
+    """The most telling reason a pod is not Ready: unschedulable, a waiting or crashing container."""
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return f"not scheduled: {cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+    for group in ("initContainerStatuses", "containerStatuses"):
+        for c in status.get(group) or []:
+            state = c.get("state") or {}
+            if "waiting" in state:
+                w = state["waiting"]
+                last = (c.get("lastState") or {}).get("terminated")
+                crashed = f" (last exit {last.get('exitCode')}: {last.get('reason', '')})" if last else ""
+                return f"container {c['name']} waiting: {w.get('reason', '')}{crashed} {w.get('message', '')}".strip()
+            if "terminated" in state and group == "initContainerStatuses" and state["terminated"].get("exitCode"):
+                t = state["terminated"]
+                return f"init container {c['name']} failed: exit {t.get('exitCode')} {t.get('reason', '')}".strip()
+            if "running" in state and not c.get("ready"):
+                return f"container {c['name']} running but its readiness probe fails"
+    return f"phase {status.get('phase', 'Unknown')}"
+
+
+def last_events(kube: Kube, namespace: str, involved: str, limit: int = 3) -> list[str]:
+    """The newest events about an object: 'Reason: message'."""
+    listing = kube.request("GET", builtin("v1", "Event").collection(namespace), what=f"list events of {involved}",
+                           query=[("fieldSelector", f"involvedObject.name={involved}")])
+    events = sorted(listing.body.get("items") or [],
+                    key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [f"{e.get('reason', '')}: {' '.join(str(e.get('message', '')).split())}" for e in events[-limit:]]
+
+
+def _events_suffix(kube: Kube, namespace: str, involved: str) -> str:
+    events = last_events(kube, namespace, involved)
+    return f"; last events: {' | '.join(events)}" if events else ""
+
+
+def wait_until_usable(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[list[str]], str] | None, *,
+                      timeout: float = 600, interval: float = 2.0,
+                      progress: Callable[[str], None] = lambda line: None) -> list[WorkloadStatus]:
+    """Block until every workload is Ready and slurmctld knows every running pool member."""
+    return Waiter(kube, bundle, exec_in_controller, timeout=timeout, interval=interval, progress=progress).wait()

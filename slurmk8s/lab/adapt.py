@@ -1,0 +1,63 @@
+"""The only changes the lab makes to a rendered bundle, each listed and printed at start.
+
+Everything else (commands, env, volumes, Slurm config) runs exactly as rendered.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from slurmk8s.lab.plan import Pod
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """One difference between the lab and a real Kubernetes node, and why."""
+
+    what: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.why})"
+
+
+ALWAYS = (
+    Adaptation("the lab's Slurm build (host packages or a Debian rootfs) runs in place of the images",
+               "no container engine here"),
+    Adaptation("containers run as root in their pod's namespaces; securityContext users are not applied",
+               "the images' uids do not exist on this host"),
+    Adaptation("a ClusterIP Service name resolves to the first pod it selects",
+               "no kube-proxy here"),
+)
+
+
+def adapt_slurm_files(files: dict[str, str], host_cpus: int, host_memory_mib: int) -> tuple[dict[str, str], list[Adaptation]]:
+    """Rewrite the Slurm ConfigMap files for this host; return the new files and what changed."""
+    out = dict(files)
+    done: list[Adaptation] = []
+    cgroup = out.get("cgroup.conf", "")
+    if "CgroupPlugin=cgroup/v2" in cgroup:
+        out["cgroup.conf"] = cgroup.replace("CgroupPlugin=cgroup/v2", "CgroupPlugin=cgroup/v1")
+        done.append(Adaptation("cgroup.conf: CgroupPlugin=cgroup/v1 instead of cgroup/v2",
+                               "this host mounts cgroup v1 controllers; v2 cannot work here"))
+    conf = out.get("slurm.conf", "")
+    too_big = [m.group(1) for m in re.finditer(r"^NodeName=(\S+) .*?CPUs=(\d+) RealMemory=(\d+)", conf, re.M)
+               if int(m.group(2)) > host_cpus or int(m.group(3)) > host_memory_mib]
+    if too_big:
+        conf = conf.replace("TaskPlugin=task/cgroup,task/affinity", "TaskPlugin=task/cgroup")
+        conf = conf.rstrip("\n") + "\nSlurmdParameters=config_overrides\n"
+        out["slurm.conf"] = conf
+        done.append(Adaptation(
+            f"slurm.conf: SlurmdParameters=config_overrides and no task/affinity (nodes {', '.join(too_big)})",
+            f"they are larger than this machine ({host_cpus} CPUs, {host_memory_mib} MiB)"))
+    return out, done
+
+
+def gpu_adaptations(pods: list[Pod]) -> list[Adaptation]:
+    """Fake /dev/nvidiaN device nodes (char 195:N, no driver) in pods that request GPUs."""
+    with_gpus = [p.name for p in pods if any(c.gpus for c in p.containers)]
+    if not with_gpus:
+        return []
+    return [Adaptation(f"fake GPU device files /dev/nvidia* in {', '.join(with_gpus)}",
+                       "no GPUs here; gres.conf File= and ConstrainDevices still act on them")]

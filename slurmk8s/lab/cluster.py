@@ -1,0 +1,342 @@
+"""Boot a rendered bundle as a real Slurm cluster: one sandbox per pod, the rendered containers inside.
+
+A lab outlives the command that booted it (daemons run in their own sessions); what a
+later `lab exec` / `lab down` needs is kept in <lab dir>/lab.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from slurmk8s import material, naming
+from slurmk8s.lab import rootfs as rootfs_mod
+from slurmk8s.lab import sandbox
+from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations
+from slurmk8s.lab.errors import LabError, LabUnavailable
+from slurmk8s.lab.plan import Container, Pod, dns_names, pods_of
+from slurmk8s.render import Bundle
+
+LAB_ROOT = Path("/var/lib/slurmk8s/labs")
+# Boot order = the order `up` waits in; each stage is Ready before the next starts.
+STAGES = (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
+# Each container gets private copies of the directories an image would have to itself.
+PRIVATE_DIRS = {"/run": "mode=755", "/tmp": "mode=1777", "/var/log": "mode=755", "/var/spool": "mode=755"}
+INIT_DEADLINE_S = 60
+READY_DEADLINE_S = 60
+CLIENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def lab_id_of(bundle: Bundle) -> str:
+    """One lab per cluster name on a machine."""
+    return f"lab-{bundle.cluster}"[:40]
+
+
+def lab_dir_of(lab_id: str) -> Path:
+    return LAB_ROOT / lab_id
+
+
+@dataclass
+class Lab:
+    """A booted lab: its pods' sandboxes and where their containers' processes are."""
+
+    lab_id: str
+    lab_dir: Path
+    version: str
+    rootfs: Path | None
+    adaptations: list[Adaptation]
+    pods: list[Pod]
+    network: sandbox.LabNetwork | None = None
+
+    # ------------------------------------------------------------ state shared across commands
+
+    def save(self) -> None:
+        state = {"lab_id": self.lab_id, "version": self.version, "rootfs": str(self.rootfs) if self.rootfs else None,
+                 "adaptations": [str(a) for a in self.adaptations],
+                 "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
+                                   "containers": self._pids.get(p.name, {})}
+                          for p in self.pods if self.network and p.name in self.network.pods}}
+        (self.lab_dir / "lab.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+
+    def __post_init__(self) -> None:
+        self._pids: dict[str, dict[str, int]] = {}
+        self._procs: dict[tuple[str, str], subprocess.Popen] = {}
+
+    # ------------------------------------------------------------ files
+
+    def pod_dir(self, pod: Pod) -> Path:
+        return self.lab_dir / "pods" / pod.name
+
+    def volume_dir(self, pod: Pod, volume: str) -> Path:
+        v = next(v for v in pod.volumes if v.name == volume)
+        if v.kind == "claim":
+            return self.lab_dir / "claims" / v.source
+        return self.pod_dir(pod) / "volumes" / volume
+
+    def container_mounts(self, pod: Pod, c: Container) -> list:
+        mounts: list = [sandbox.Tmpfs(d, opts) for d, opts in PRIVATE_DIRS.items()]
+        mounts.append(sandbox.Bind(self.lab_dir / "hosts", "/etc/hosts", readonly=True))
+        for m in c.mounts:
+            src = self.volume_dir(pod, m.volume)
+            if m.sub_path:
+                src = src / m.sub_path
+            mounts.append(sandbox.Bind(src, m.path, readonly=m.read_only))
+        return mounts
+
+    def container_env(self, c: Container) -> dict[str, str]:
+        env = {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+        env.update(dict(c.env))
+        for var, secret, key in c.secret_env:
+            env[var] = (self.lab_dir / "secrets" / secret / key).read_text()
+        return env
+
+    # ------------------------------------------------------------ processes
+
+    def start_container(self, pod: Pod, c: Container) -> subprocess.Popen:
+        box = self.network.pods[pod.name]
+        proc = box.start(c.argv, self.container_env(c), self.container_mounts(pod, c),
+                         rootfs=self.rootfs if pod.uses_slurm_image else None,
+                         stdout_path=self.pod_dir(pod) / f"{c.name}.log")
+        self._procs[(pod.name, c.name)] = proc
+        self._pids.setdefault(pod.name, {})[c.name] = proc.pid
+        self.save()
+        return proc
+
+    def log_path(self, pod: Pod, container: str) -> Path:
+        return self.pod_dir(pod) / f"{container}.log"
+
+    def run_init(self, pod: Pod, c: Container) -> None:
+        """An init container runs to completion; a native sidecar keeps running once its startupProbe passes."""
+        proc = self.start_container(pod, c)
+        if c.sidecar:
+            if c.startup_exec:
+                box = self.network.pods[pod.name]
+                sandbox.wait_until(lambda: box.exec_in(c.startup_exec, proc=proc, timeout=5).returncode == 0,
+                                   READY_DEADLINE_S, f"{pod.name}/{c.name} startup probe", proc=proc,
+                                   log_path=self.log_path(pod, c.name))
+            return
+        try:
+            code = proc.wait(timeout=INIT_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise LabError(f"{pod.name}: init container {c.name} still running after {INIT_DEADLINE_S} s:\n"
+                           f"{sandbox.tail(self.log_path(pod, c.name))}") from None
+        if code != 0:
+            raise LabError(f"{pod.name}: init container {c.name} exited {code}:\n{sandbox.tail(self.log_path(pod, c.name))}")
+
+    def wait_ready(self, pod: Pod, c: Container, deadline_s: float = READY_DEADLINE_S) -> None:
+        """The rendered readinessProbe (tcpSocket), checked from the host's side of the bridge."""
+        if c.ready_port is None:
+            return
+        ip = self.network.pods[pod.name].ip
+        sandbox.wait_until(lambda: _tcp_open(ip, c.ready_port), deadline_s,
+                           f"{pod.name}/{c.name} ready on {ip}:{c.ready_port}",
+                           proc=self._procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name))
+
+    def restart_container(self, pod_name: str, container: str) -> None:
+        """Kill one container's process and start it again (init containers do not rerun, as in Kubernetes)."""
+        pod = self.pod(pod_name)
+        c = next(x for x in pod.containers if x.name == container)
+        proc = self._procs[(pod_name, container)]
+        proc.kill()
+        proc.wait(timeout=10)
+        self.start_container(pod, c)
+        self.wait_ready(pod, c)
+
+    def pod(self, name: str) -> Pod:
+        return next(p for p in self.pods if p.name == name)
+
+    def exec(self, argv: list[str], pod: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run a command in a pod (default: the first login pod, else the controller)."""
+        return exec_in_lab(self.lab_id, argv, pod, timeout)
+
+    def down(self) -> list[str]:
+        return down(self.lab_id)
+
+
+def _tcp_open(ip: str, port: int) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _write_file(path: Path, data: bytes, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    os.chmod(path, mode)
+
+
+def materialise(lab: Lab, bundle: Bundle, slurm_files: dict[str, str]) -> None:
+    """Secrets (generated, as `up` would), ConfigMap/Secret volumes, emptyDirs, claims and /etc/hosts."""
+    for s in bundle.secrets:
+        _write_file(lab.lab_dir / "secrets" / s.name / s.key, material.generate(s.kind), 0o600)
+    config_maps = {o["metadata"]["name"]: dict(o["data"]) for o in bundle.of_kind("ConfigMap")}
+    config_maps[naming.config_map(bundle.cluster)] = slurm_files
+    for pod in lab.pods:
+        for v in pod.volumes:
+            target = lab.volume_dir(pod, v.name)
+            target.mkdir(parents=True, exist_ok=True)
+            if v.kind == "emptyDir":
+                os.chmod(target, 0o777)  # as the kubelet creates them
+            if v.kind == "configMap":
+                data = {k: text.encode() for k, text in config_maps[v.source].items()}
+            elif v.kind == "secret":
+                folder = lab.lab_dir / "secrets" / v.source
+                if not folder.is_dir():
+                    raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
+                data = {f.name: f.read_bytes() for f in folder.iterdir()}
+            else:
+                continue
+            items = v.items or tuple((k, k) for k in data)
+            for key, path in items:
+                _write_file(target / path, data[key], v.mode)
+    names = dns_names(bundle, lab.pods)
+    lines = ["127.0.0.1 localhost"]
+    for pod in lab.pods:
+        lines.append(f"{lab.network.pods[pod.name].ip} {' '.join(names[pod.name])}")
+    (lab.lab_dir / "hosts").write_text("\n".join(lines) + "\n")
+
+
+def slurm_source(version: str, cache_dir: Path | None, log: Callable[[str], None]) -> Path | None:
+    """The rootfs to run Slurm `version` from (None: the host's packages)."""
+    host = rootfs_mod.host_slurm_version()
+    if host and rootfs_mod.series_of(host) == version:
+        return None
+    if version not in rootfs_mod.SLURM_SOURCES:
+        raise LabUnavailable(f"the lab has no Slurm {version} build (it has {', '.join(sorted(rootfs_mod.SLURM_SOURCES))}); "
+                       "render the profile for one of those versions to try it here")
+    return rootfs_mod.ensure_rootfs(version, cache_dir or rootfs_mod.default_cache_dir(), log=log)
+
+
+def refuse_unsupported(bundle: Bundle, pods: list[Pod]) -> None:
+    """Things the lab cannot honour, refused before anything starts."""
+    for pod in pods:
+        for c in pod.init + pod.containers:
+            if not c.argv:
+                raise LabError(f"{pod.name}/{c.name}: no command in the bundle; the lab runs rendered commands only")
+    if not any(p.component == naming.CONTROLLER for p in pods):
+        raise LabError("the bundle has no slurmctld pod")
+
+
+def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], None] = print) -> Lab:
+    """Boot every pod of the bundle; returns when every stage passed its readiness probes."""
+    sandbox.preflight()
+    lab_id = lab_id_of(bundle)
+    down(lab_id)
+    pods = pods_of(bundle)
+    refuse_unsupported(bundle, pods)
+    root = slurm_source(bundle.version, cache_dir, log)
+    slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
+                                             os.cpu_count() or 1, _memory_mib())
+    adaptations = list(ALWAYS) + changed + gpu_adaptations(pods)
+    log(f"lab {lab_id}: Slurm {bundle.version} from {root or 'the host packages'}; adaptations:")
+    for a in adaptations:
+        log(f"  - {a}")
+    lab_dir = lab_dir_of(lab_id)
+    lab = Lab(lab_id, lab_dir, bundle.version, root, adaptations, pods)
+    lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab_dir).create()
+    for pod in pods:
+        gpus = max((c.gpus for c in pod.containers), default=0)
+        lab.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus))
+    materialise(lab, bundle, slurm_files)
+    lab.save()
+    for stage in STAGES:
+        stage_pods = [p for p in pods if p.component == stage]
+        for pod in stage_pods:
+            for c in pod.init:
+                lab.run_init(pod, c)
+            for c in pod.containers:
+                lab.start_container(pod, c)
+        for pod in stage_pods:
+            for c in pod.containers:
+                lab.wait_ready(pod, c)
+    wait_nodes_idle(lab)
+    return lab
+
+
+def slurm_client_pod(state: dict) -> str:
+    pods = state["pods"]
+    for component in (naming.LOGIN, naming.CONTROLLER):
+        for name, p in sorted(pods.items()):
+            if p["component"] == component and p["containers"]:
+                return name
+    raise LabError("the lab has no login or controller pod to run commands in")
+
+
+def load_state(lab_id: str) -> dict:
+    path = lab_dir_of(lab_id) / "lab.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LabError(f"no lab {lab_id} is running (start one with `slurmk8s lab up`)") from None
+
+
+def exec_in_lab(lab_id: str, argv: list[str], pod: str | None = None, timeout: float = 60,
+                input: str | None = None) -> subprocess.CompletedProcess:
+    """Run argv inside a running lab pod's namespaces and root (works from any process)."""
+    state = load_state(lab_id)
+    name = pod or slurm_client_pod(state)
+    if name not in state["pods"]:
+        raise LabError(f"lab {lab_id} has no pod {name} (pods: {', '.join(sorted(state['pods']))})")
+    pids = state["pods"][name]["containers"]
+    live = [pid for pid in pids.values() if _alive(pid)]
+    if not live:
+        raise LabError(f"{name}: no container is running")
+    cmd = ["nsenter", "-t", str(live[-1]), "-n", "-u", "-m", "-r", "-w", "--", *argv]
+    env = {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{name}: `{' '.join(argv)}` timed out after {timeout} s") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def wait_nodes_idle(lab: Lab, deadline_s: float = 60) -> None:
+    """Every running pool member registered and idle in Slurm."""
+    workers = [p for p in lab.pods if p.component == naming.WORKER]
+    expected = {naming.slurm_node_name(p.pool, p.ordinal) for p in workers}
+    if not expected:
+        return
+
+    def idle() -> bool:
+        out = lab.exec(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
+        states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+        return all(states.get(n, "").rstrip("*") == "idle" for n in expected)
+
+    ctl = next(p for p in lab.pods if p.component == naming.CONTROLLER)
+    sandbox.wait_until(idle, deadline_s, f"pool members {', '.join(sorted(expected))} idle in Slurm",
+                       log_path=[lab.log_path(ctl, "slurmctld")] + [lab.log_path(w, "slurmd") for w in workers])
+
+
+def down(lab_id: str) -> list[str]:
+    """Stop everything of the lab and remove its files; idempotent. Returns what is left (empty = clean)."""
+    left = sandbox.teardown(lab_id)
+    if not left:
+        shutil.rmtree(lab_dir_of(lab_id), ignore_errors=True)
+    return left
+
+
+def _memory_mib() -> int:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return 0

@@ -1,0 +1,182 @@
+"""From a rendered bundle to the pods the lab runs: pure, no I/O.
+
+The lab must exercise what `render` produced, so every pod, container, command,
+environment variable, volume and mount comes from the bundle's objects; the only
+changes are the adaptations in adapt.py, which the lab prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurmk8s import naming
+from slurmk8s.render import Bundle
+
+CLUSTER_DOMAIN = naming.CLUSTER_DOMAIN
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A pod volume: kind is configMap, secret, emptyDir or claim (a PVC, template or shared)."""
+
+    name: str
+    kind: str
+    source: str = ""  # ConfigMap/Secret/claim name
+    items: tuple[tuple[str, str], ...] = ()  # (key, path); empty = every key
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A container's volumeMount."""
+
+    volume: str
+    path: str
+    read_only: bool = False
+    sub_path: str = ""
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container: argv = command + args; env values or (secret, key) references."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    secret_env: tuple[tuple[str, str, str], ...]  # (variable, secret, key)
+    mounts: tuple[Mount, ...]
+    ready_port: int | None
+    gpus: int = 0
+    sidecar: bool = False  # an init container with restartPolicy Always (native sidecar)
+    startup_exec: tuple[str, ...] = ()  # startupProbe exec command
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One pod of a StatefulSet/Deployment member, as Kubernetes would create it."""
+
+    name: str
+    hostname: str
+    namespace: str
+    component: str
+    pool: str | None
+    ordinal: int
+    owner: str
+    service: str | None  # governing headless Service (pod DNS subdomain)
+    volumes: tuple[Volume, ...]
+    init: tuple[Container, ...]
+    containers: tuple[Container, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uses_slurm_image(self) -> bool:
+        """Every pod but the database runs a Slurm image (replaced by the lab's Slurm build)."""
+        return self.component != naming.DATABASE
+
+
+def _volume(v: dict[str, Any], owner: str, ordinal: int) -> Volume:
+    if "configMap" in v:
+        cm = v["configMap"]
+        return Volume(v["name"], "configMap", cm["name"], tuple((i["key"], i["path"]) for i in cm.get("items", [])),
+                      cm.get("defaultMode", 0o644))
+    if "secret" in v:
+        s = v["secret"]
+        return Volume(v["name"], "secret", s["secretName"], tuple((i["key"], i["path"]) for i in s.get("items", [])),
+                      s.get("defaultMode", 0o644))
+    if "emptyDir" in v:
+        return Volume(v["name"], "emptyDir")
+    if "persistentVolumeClaim" in v:
+        return Volume(v["name"], "claim", v["persistentVolumeClaim"]["claimName"])
+    raise ValueError(f"{owner}: volume {v['name']} of an unsupported kind: {sorted(v)}")
+
+
+def _container(c: dict[str, Any], gpu_resources: set[str]) -> Container:
+    env, secret_env = [], []
+    for e in c.get("env", []):
+        if "value" in e:
+            env.append((e["name"], e["value"]))
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            secret_env.append((e["name"], ref["name"], ref["key"]))
+    probe = c.get("readinessProbe", {}).get("tcpSocket", {}).get("port")
+    limits = c.get("resources", {}).get("limits", {})
+    gpus = sum(int(v) for k, v in limits.items() if k in gpu_resources)
+    return Container(
+        name=c["name"],
+        argv=tuple(c.get("command", [])) + tuple(c.get("args", [])),
+        env=tuple(env),
+        secret_env=tuple(secret_env),
+        mounts=tuple(Mount(m["name"], m["mountPath"], m.get("readOnly", False), m.get("subPath", ""))
+                     for m in c.get("volumeMounts", [])),
+        ready_port=probe,
+        gpus=gpus,
+        sidecar=c.get("restartPolicy") == "Always",
+        startup_exec=tuple(c.get("startupProbe", {}).get("exec", {}).get("command", [])),
+    )
+
+
+def gpu_resource_names(bundle: Bundle) -> set[str]:
+    """Extended resources that are GPUs (the gres annotation marks the pools that have them)."""
+    names = set()
+    for sts in bundle.of_kind("StatefulSet"):
+        if "slurmk8s.io/gres" in sts["spec"]["template"]["metadata"].get("annotations", {}):
+            limits = sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+            names |= {k for k in limits if "gpu" in k}
+    return names
+
+
+def pods_of(bundle: Bundle) -> list[Pod]:
+    """Every pod the bundle's StatefulSets/Deployments would run, in apply order."""
+    gpu_resources = gpu_resource_names(bundle)
+    pods = []
+    for obj in bundle.objects:
+        if obj["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        spec, owner = obj["spec"], obj["metadata"]["name"]
+        template = spec["template"]
+        labels = template["metadata"]["labels"]
+        claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
+        for ordinal in range(spec.get("replicas", 1)):
+            name = naming.pod_name(owner, ordinal)
+            volumes = [_volume(v, owner, ordinal) for v in template["spec"].get("volumes", [])]
+            # A claim template gives each member its own claim <template>-<pod>.
+            volumes += [Volume(c, "claim", f"{c}-{name}") for c in sorted(claims)]
+            pods.append(Pod(
+                name=name,
+                hostname=name,
+                namespace=obj["metadata"]["namespace"],
+                component=labels[naming.LABEL_COMPONENT],
+                pool=labels.get(naming.LABEL_POOL),
+                ordinal=ordinal,
+                owner=f"{obj['kind']}/{owner}",
+                service=spec.get("serviceName"),
+                volumes=tuple(volumes),
+                init=tuple(_container(c, gpu_resources) for c in template["spec"].get("initContainers", [])),
+                containers=tuple(_container(c, gpu_resources) for c in template["spec"]["containers"]),
+                labels=dict(labels),
+            ))
+    return pods
+
+
+def dns_names(bundle: Bundle, pods: list[Pod]) -> dict[str, list[str]]:
+    """Pod name -> every DNS name that resolves to it, as cluster DNS plus the pods' search domains would.
+
+    Pod records: <pod>.<svc>[.<ns>[.svc[.<domain>]]] and the bare hostname (found through the
+    dnsConfig search domains). Service records: each Service name [.<ns>[.svc[.<domain>]]]
+    resolves to the first Ready pod it selects (a ClusterIP has no kube-proxy here).
+    """
+    names: dict[str, list[str]] = {p.name: [p.hostname] for p in pods}
+    for p in pods:
+        if p.service:
+            names[p.name] += [f"{p.hostname}.{p.service}"] + _qualified(f"{p.hostname}.{p.service}", p.namespace)
+    for svc in bundle.of_kind("Service"):
+        selector = svc["spec"].get("selector", {})
+        chosen = [p for p in pods if selector and all(p.labels.get(k) == v for k, v in selector.items())]
+        if chosen:
+            names[chosen[0].name] += [svc["metadata"]["name"]] + _qualified(svc["metadata"]["name"], svc["metadata"]["namespace"])
+    return names
+
+
+def _qualified(name: str, namespace: str) -> list[str]:
+    return [f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}"]

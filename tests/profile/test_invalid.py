@@ -1,0 +1,204 @@
+"""Invalid profiles: each reports exactly the expected `FILE:LINE:COL: path: message` lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmk8s.actions.files import read_profile
+from slurmk8s.errors import ProfileError
+
+BASE = """\
+apiVersion: slurmk8s.io/v1alpha1
+kind: ClusterProfile
+metadata:
+  name: demo
+spec:
+  pools:
+    - name: cpu
+      replicas: 1
+      cpus: 2
+      memory: 2Gi
+"""
+GPU_POOL = """\
+    - name: gpu
+      replicas: 1
+      cpus: 2
+      memory: 2Gi
+"""
+
+
+def edit(old: str, new: str) -> str:
+    """BASE with one exact substring replaced (fails loudly if the substring is gone)."""
+    assert old in BASE
+    return BASE.replace(old, new, 1)
+
+
+POOL_FIELDS = "cpus, features, gpus, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, tolerations"
+VERSIONS = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"
+
+# (id, file content (None: no file), expected stderr lines)
+CASES: list[tuple[str, str | bytes | None, list[str]]] = [
+    ("yaml-syntax", "a: [1, 2\n",
+     ["bad.yaml:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"]),
+    ("empty-file", "", ["bad.yaml:1:1: the file is empty: expected a ClusterProfile mapping"]),
+    ("comments-only", "# nothing here\n", ["bad.yaml:1:1: the file is empty: expected a ClusterProfile mapping"]),
+    ("list-not-mapping", "- name: cpu\n- name: gpu\n", ["bad.yaml:1:1: expected a ClusterProfile mapping, found a list"]),
+    ("not-utf8", b"apiVersion: slurmk8s.io/v1alpha1\nkind: \xffClusterProfile\n",
+     ["bad.yaml:2:7: not UTF-8 text: byte 0xff cannot be decoded"]),
+    ("missing-file", None, ["bad.yaml: no such file"]),
+    ("control-character", "apiVersion: x\n\x01kind: y\n", ["bad.yaml:2:1: YAML error: character U+0001 is not allowed in YAML"]),
+    ("two-documents", BASE + "---\n" + BASE,
+     ["bad.yaml:11:1: YAML syntax error: expected one YAML document, found more than one"]),
+    ("recursive-alias", BASE + "  topology: &t {x: *t}\n",
+     ["bad.yaml:11:13: spec.topology.x: a recursive alias (an anchor used inside itself)"]),
+    ("unknown-field", edit("      cpus: 2\n", "      cpus: 2\n      gpu: 1\n"),
+     [f"bad.yaml:10:7: spec.pools[0].gpu: unknown field (allowed: {POOL_FIELDS})"]),
+    ("wrong-type", edit("cpus: 2", "cpus: two"), ["bad.yaml:9:13: spec.pools[0].cpus: expected an integer, found 'two'"]),
+    ("float-for-integer", edit("cpus: 2", "cpus: 2.0"), ["bad.yaml:9:13: spec.pools[0].cpus: expected an integer, found 2.0"]),
+    ("version-unquoted", BASE + "  slurm:\n    version: 22.05\n",
+     ["bad.yaml:12:14: spec.slurm.version: expected a string, found 22.05 (quote it: YAML reads 22.05 as a number)"]),
+    ("version-unknown", BASE + "  slurm:\n    version: '21.08'\n",
+     [f"bad.yaml:12:14: spec.slurm.version: '21.08' is not one of: {VERSIONS}"]),
+    ("wrong-kind", edit("kind: ClusterProfile", "kind: Cluster"),
+     ["bad.yaml:2:7: kind: expected 'ClusterProfile', found 'Cluster'"]),
+    ("missing-required", edit("      cpus: 2\n      memory: 2Gi\n", ""),
+     ["bad.yaml:7:7: spec.pools[0]: missing required field 'cpus'",
+      "bad.yaml:7:7: spec.pools[0]: missing required field 'memory'"]),
+    ("replicas-negative", edit("replicas: 1", "replicas: -1"),
+     ["bad.yaml:8:17: spec.pools[0].replicas: -1 is less than the minimum of 0"]),
+    ("replicas-above-max", edit("replicas: 1", "replicas: 5\n      maxReplicas: 3"),
+     ["bad.yaml:8:17: spec.pools[0].replicas: 5 is greater than maxReplicas 3"]),
+    ("replicas-below-min", edit("replicas: 1", "replicas: 1\n      minReplicas: 2\n      maxReplicas: 3"),
+     ["bad.yaml:8:17: spec.pools[0].replicas: 1 is less than minReplicas 2"]),
+    ("min-above-max", edit("replicas: 1", "replicas: 1\n      minReplicas: 3\n      maxReplicas: 2"),
+     ["bad.yaml:9:20: spec.pools[0].minReplicas: 3 is greater than maxReplicas 2"]),
+    ("partition-unknown-pool", BASE + "  partitions:\n    - {name: main, pools: [cpu, gpu]}\n",
+     ["bad.yaml:12:33: spec.partitions[0].pools[1]: unknown pool 'gpu' (pools: cpu)"]),
+    ("pool-in-no-partition", BASE + GPU_POOL + "  partitions:\n    - {name: main, pools: [cpu]}\n",
+     ["bad.yaml:11:13: spec.pools[1].name: pool 'gpu' is in no partition; add it to one so its nodes can run jobs"]),
+    ("two-default-partitions",
+     BASE + "  partitions:\n    - {name: a, pools: [cpu], default: true}\n    - {name: b, pools: [cpu], default: true}\n",
+     ["bad.yaml:13:40: spec.partitions[1].default: only one partition may be the default (spec.partitions[0] already is)"]),
+    ("duplicate-pool", BASE + GPU_POOL.replace("gpu", "cpu"),
+     ["bad.yaml:11:13: spec.pools[1].name: duplicate pool name 'cpu' (also spec.pools[0])"]),
+    ("reserved-pool-name", edit("name: cpu", "name: controller"),
+     ["bad.yaml:7:13: spec.pools[0].name: 'controller' is reserved (it would collide with a component's objects)"]),
+    ("statefulset-name-too-long", edit("name: demo", "name: " + "c" * 40).replace("name: cpu", "name: " + "p" * 12),
+     [f"bad.yaml:7:13: spec.pools[0].name: StatefulSet name '{'c' * 40}-{'p' * 12}' would be 53 characters; "
+      "the limit is 52 (shorten metadata.name or the pool name)"]),
+    ("cluster-name-too-long", edit("name: demo", "name: " + "c" * 41),
+     [f"bad.yaml:4:9: metadata.name: '{'c' * 41}' is 41 characters long; the maximum is 40"]),
+    ("name-not-dns-label", edit("name: demo", "name: Demo_1"),
+     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
+      "ending with a letter or digit), found 'Demo_1'"]),
+    ("name-trailing-newline", edit("name: demo", 'name: "demo\\n"'),
+     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
+      "ending with a letter or digit), found 'demo\\n'"]),
+    ("owned-slurm-key", BASE + "  slurm:\n    config:\n      SlurmctldHost: elsewhere\n      SchedulerType: sched/backfill\n",
+     ["bad.yaml:13:7: spec.slurm.config.SlurmctldHost: 'SlurmctldHost' is set by the generator and cannot be overridden here"]),
+    ("owned-slurm-key-any-case", BASE + "  slurm:\n    config: {authtype: auth/none}\n",
+     ["bad.yaml:12:14: spec.slurm.config.authtype: 'authtype' is set by the generator and cannot be overridden here"]),
+    ("slurm-config-multiline", BASE + '  slurm:\n    config: {SchedulerParameters: "x\\nAuthType=auth/none"}\n',
+     ["bad.yaml:12:35: spec.slurm.config.SchedulerParameters: the value must be a single line"]),
+    ("slurm-config-bad-key", BASE + "  slurm:\n    config: {Bad Key: 1}\n",
+     ["bad.yaml:12:14: spec.slurm.config['Bad Key']: expected a key of letters and digits as a key, found 'Bad Key'"]),
+    ("owned-partition-key", BASE + "  partitions:\n    - {name: a, pools: [cpu], config: {Nodes: 'x-[0-9]'}}\n",
+     ["bad.yaml:12:40: spec.partitions[0].config.Nodes: 'Nodes' is set by the generator; use the partition's own fields"]),
+    ("partition-config-two-words", BASE + "  partitions:\n    - {name: a, pools: [cpu], config: {AllowQos: 'a b'}}\n",
+     ["bad.yaml:12:50: spec.partitions[0].config.AllowQos: 'a b' must be one word (it is written into the PartitionName line)"]),
+    ("auth-slurm-on-22.05", BASE + "  slurm: {version: '22.05', auth: slurm, images: {registry: r.example/hpc}}\n",
+     ["bad.yaml:11:35: spec.slurm.auth: auth 'slurm' needs Slurm 23.11 or newer; 22.05 has only munge"]),
+    ("munge-with-default-images", BASE + "  slurm: {auth: munge}\n",
+     ["bad.yaml:11:17: spec.slurm.auth: SlinkyProject's images carry no munged: with auth 'munge' set "
+      "spec.slurm.images (registry/tag or per component) to images that do"]),
+    ("no-slinky-images-for-version", BASE + "  slurm: {version: '24.05'}\n",
+     ["bad.yaml:11:20: spec.slurm.version: SlinkyProject publishes no images for Slurm 24.05; "
+      "set spec.slurm.images.registry/tag to images you build"]),
+    ("embedded-and-external",
+     BASE + "  accounting:\n    database:\n      embedded: {}\n      external: {host: db, passwordSecret: {name: s, key: k}}\n",
+     ["bad.yaml:13:7: spec.accounting.database: choose one of 'embedded' or 'external', not both"]),
+    ("accounting-disabled-with-database", BASE + "  accounting: {enabled: false, database: {embedded: {storage: 1Gi}}}\n",
+     ["bad.yaml:11:32: spec.accounting.database: a database is configured but accounting.enabled is false"]),
+    ("hugepages-not-a-multiple",
+     edit("memory: 2Gi", "memory: 2Gi\n      rdma: {resource: rdma/hca, hugepages: {size: 1Gi, amount: 1536Mi}}"),
+     ["bad.yaml:11:65: spec.pools[0].rdma.hugepages.amount: 1536Mi is not a multiple of the page size 1Gi"]),
+    ("memory-too-small", edit("memory: 2Gi", "memory: 256Mi"),
+     ["bad.yaml:10:15: spec.pools[0].memory: 256Mi is less than the minimum of 512Mi (slurmd needs room beside the jobs)"]),
+    ("bad-quantity", edit("memory: 2Gi", "memory: 2GB"),
+     ["bad.yaml:10:15: spec.pools[0].memory: expected a quantity in Mi, Gi or Ti such as 512Mi or 16Gi, found '2GB'"]),
+    ("bad-max-time", BASE + "  partitions:\n    - {name: a, pools: [cpu], maxTime: 2 days}\n",
+     ["bad.yaml:12:40: spec.partitions[0].maxTime: expected UNLIMITED, minutes, or [days-]hours:minutes:seconds "
+      "such as 2-00:00:00, found '2 days'"]),
+    ("duplicate-yaml-key", edit("      cpus: 2\n", "      cpus: 2\n      cpus: 4\n"),
+     ["bad.yaml:10:7: spec.pools[0].cpus: duplicate key (first at line 9)"]),
+    ("srun-port-range-order", BASE + "  slurm: {srunPortRange: 5000-4000}\n",
+     ["bad.yaml:11:26: spec.slurm.srunPortRange: '5000-4000' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535"]),
+    ("srun-port-range-format", BASE + "  slurm: {srunPortRange: '60001:63000'}\n",
+     ["bad.yaml:11:26: spec.slurm.srunPortRange: expected a port range LOW-HIGH such as 60001-63000, found '60001:63000'"]),
+    ("no-pools-field", BASE[: BASE.index("  pools:")] + "  login: {replicas: 1}\n",
+     ["bad.yaml:6:3: spec: missing required field 'pools'"]),
+    ("empty-pools", BASE[: BASE.index("  pools:")] + "  pools: []\n",
+     ["bad.yaml:6:10: spec.pools: expected at least 1 item(s), found 0"]),
+    ("spec-is-null", BASE[: BASE.index("  pools:")],
+     ["bad.yaml:5:6: spec: expected a mapping, found nothing (null)"]),
+    ("bad-timestamp", BASE + "  topology: {x: 2001-99-99}\n",
+     ["bad.yaml:11:17: spec.topology.x: cannot read value: month must be in 1..12"]),
+    ("every-error-at-once",
+     edit("name: demo", "name: Demo").replace("replicas: 1", "replicas: -1").replace("cpus: 2\n", "cpus: 2\n      bogus: 1\n"),
+     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
+      "ending with a letter or digit), found 'Demo'",
+      "bad.yaml:8:17: spec.pools[0].replicas: -1 is less than the minimum of 0",
+      f"bad.yaml:10:7: spec.pools[0].bogus: unknown field (allowed: {POOL_FIELDS})"]),
+    ("every-cross-field-error-at-once",
+     BASE.replace("memory: 2Gi", "memory: 256Mi") + "  slurm: {config: {ClusterName: x}}\n"
+     "  partitions:\n    - {name: main, pools: [cpu, nope]}\n",
+     ["bad.yaml:10:15: spec.pools[0].memory: 256Mi is less than the minimum of 512Mi (slurmd needs room beside the jobs)",
+      "bad.yaml:11:20: spec.slurm.config.ClusterName: 'ClusterName' is set by the generator and cannot be overridden here",
+      "bad.yaml:13:33: spec.partitions[0].pools[1]: unknown pool 'nope' (pools: cpu)"]),
+]
+
+
+def write_case(directory: Path, content: str | bytes | None) -> Path:
+    """Write one case as bad.yaml in directory (or leave it absent) and return its path."""
+    path = directory / "bad.yaml"
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+@pytest.mark.parametrize("content, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_invalid_profile_reports_exact_lines(content: str | bytes | None, expected: list[str], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    write_case(tmp_path, content)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ProfileError) as info:
+        read_profile("bad.yaml")
+    assert str(info.value).splitlines() == expected
+    assert info.value.exit_code == 2
+
+
+def test_table_is_big_enough() -> None:
+    assert len(CASES) >= 25
+    assert len({c[0] for c in CASES}) == len(CASES)
+
+
+def test_base_profile_is_valid(tmp_path: Path) -> None:
+    """Every case is one edit away from a valid profile, so each case tests exactly its edit."""
+    assert read_profile(write_case(tmp_path, BASE)).name == "demo"
+    assert read_profile(write_case(tmp_path, BASE + GPU_POOL)).pools[1].name == "gpu"
+
+
+CLI_CASES = ["yaml-syntax", "not-utf8", "missing-file", "recursive-alias", "every-error-at-once"]
+
+
+@pytest.mark.parametrize("case", CLI_CASES)
+def test_cli_validate_prints_only_the_lines(case: str, tmp_path: Path) -> None:
+    _, content, expected = next(c for c in CASES if c[0] == case)
+    write_case(tmp_path, content)
+    run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", "bad.yaml"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout, run.stderr.splitlines()) == (2, "", expected)
