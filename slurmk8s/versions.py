@@ -54,6 +54,12 @@ class Dialect:
         return self.at_least("24.11")
 
     @property
+    def needs_cloud_reg_addrs(self) -> bool:
+        """22.05 needs SlurmctldParameters=cloud_reg_addrs; later releases do it by default
+        (24.11 and 26.05 reject the option as defunct, seen in the lab)."""
+        return not self.at_least("23.02")
+
+    @property
     def tree_breaks_dynamic_nodes(self) -> bool:
         """topology/tree with dynamic nodes fails every job on 22.05 (LAB-NOTES)."""
         return not self.at_least("23.02")

@@ -8,11 +8,24 @@ from typing import Any, Callable
 import yaml
 
 
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (slurm.conf in a ConfigMap) as literal blocks, so a diff shows changed lines."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
 def object_yaml(obj: dict[str, Any] | None) -> list[str]:
     """Block-style YAML lines of obj (keys sorted, so a diff shows content, not order)."""
     if obj is None:
         return []
-    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, width=1000).splitlines(keepends=True)
+    return yaml.dump(obj, Dumper=_ReadableDumper, sort_keys=True, default_flow_style=False,
+                     width=1000).splitlines(keepends=True)
 
 
 def unified_object_diff(ref: str, before: dict | None, after: dict | None) -> str:

@@ -71,11 +71,11 @@ def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
     default_file = Path(os.path.expanduser("~/.kube/config"))
     try:
         if access.kubeconfig or os.environ.get("KUBECONFIG") or default_file.exists():
-            # The client reads KUBECONFIG itself (and merges a colon-separated list) when config_file is None.
-            k8s_config.load_kube_config(config_file=access.kubeconfig, context=access.context,
+            # Read KUBECONFIG now, not at import; the client merges a colon-separated list like kubectl.
+            source = access.kubeconfig or os.environ.get("KUBECONFIG") or str(default_file)
+            k8s_config.load_kube_config(config_file=source, context=access.context,
                                         client_configuration=cfg, persist_config=False)
             where = f"context {access.context}" if access.context else "the current context"
-            source = access.kubeconfig or os.environ.get("KUBECONFIG") or str(default_file)
             return cfg, f"{where} of {source}"
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             if access.context:
@@ -121,10 +121,9 @@ class Kube:
             headers["Content-Type"] = content_type
         method_, url, headers, _, _ = self.api.param_serialize(
             method, path, query_params=list(query), header_params=headers, auth_settings=["BearerToken"])
-        payload = json.dumps(body) if body is not None else None
         started = time.monotonic()
         try:
-            raw = self.api.call_api(method_, url, header_params=headers, body=payload,
+            raw = self.api.call_api(method_, url, header_params=headers, body=body,
                                     _request_timeout=REQUEST_TIMEOUT)
             data = raw.read()
         except k8s_client.ApiException as e:

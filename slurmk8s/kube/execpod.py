@@ -27,7 +27,9 @@ def exec_in_pod(kube: Kube, namespace: str, pod: str, container: str, command: l
         out, err, rc = ws.read_stdout(), ws.read_stderr(), ws.returncode
         ws.close()
     except k8s_client.ApiException as e:
-        raise ClusterError(f"{what}: HTTP {e.status} {' '.join(str(e.reason or '').split())}") from e
+        # The websocket handshake error carries headers and body after ' -+-+- '.
+        reason = str(e.reason or "").split(" -+-+- ")[0]
+        raise ClusterError(f"{what}: {' '.join(reason.split())}") from e
     except Exception as e:  # the websocket library raises its own hierarchy and OSErrors
         raise ClusterError(f"{what}: {type(e).__name__}: {' '.join(str(e).split())}") from e
     if rc is None:

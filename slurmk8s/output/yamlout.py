@@ -10,7 +10,9 @@ _Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Dumper(_Base):  # type: ignore[misc, valid-type]
-    pass
+    def ignore_aliases(self, data: Any) -> bool:
+        # A dict reused by two builders must print twice, never as &id001/*id001.
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

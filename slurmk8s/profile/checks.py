@@ -23,7 +23,7 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
     "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "ProctrackType", "TaskPlugin",
     "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
     "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
-    "SlurmctldParameters", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
+    "SlurmctldParameters", "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
 ))
 OWNED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
 RESERVED_POOL_NAMES = frozenset({naming.CONTROLLER, naming.ACCOUNTING, naming.DATABASE, naming.LOGIN,

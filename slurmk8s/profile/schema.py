@@ -80,6 +80,8 @@ _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "
 _PATTERNS = {
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a DNS-1123 label (lowercase letters, digits and '-', "
                                        "starting and ending with a letter or digit)",
+    "^[a-z]([-a-z0-9]*[a-z0-9])?$": "a DNS-1035 label (lowercase letters, digits and '-', "
+                                    "starting with a letter and ending with a letter or digit)",
     "^[0-9]+(Mi|Gi|Ti)$": "a quantity in Mi, Gi or Ti such as 512Mi or 16Gi",
     "^(UNLIMITED|INFINITE|([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]+)$":
         "UNLIMITED, minutes, or [days-]hours:minutes:seconds such as 2-00:00:00",

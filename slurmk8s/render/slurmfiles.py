@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import jinja2
 
-from slurmk8s import naming
+from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
 
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
@@ -69,7 +69,7 @@ def render_slurm_conf(profile: Profile) -> str:
             "mem_spec_limit": mem_spec_limit_mib(p),
             "gres": gres_of(p),
             "features": ",".join(p.features),
-            "state": "UNKNOWN",
+            "state": "CLOUD",
         }
         for p in profile.pools
     ]
@@ -98,6 +98,7 @@ def render_slurm_conf(profile: Profile) -> str:
         extra=list(profile.slurm_config),
         nodes=nodes,
         partitions=partitions,
+        cloud_reg_addrs=versions.dialect(profile.version).needs_cloud_reg_addrs,
     )
 
 

@@ -58,8 +58,10 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
-        "volumeMounts": mounts_config(profile, init=False),
+        # Slurm 25.11+ keeps runtime files in /run/slurmdbd, created after dropping to SlurmUser.
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "run", "mountPath": "/run/slurmdbd"}],
     }
+    volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
     pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd],
                    [init_config_container(profile, image, script,
                                           [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True}],
@@ -104,7 +106,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["/bin/sh", "-c", mariadb_init_script()],
         "env": [{"name": "MARIADB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}],
-        "volumeMounts": mounts,
+        "volumeMounts": [dict(m) for m in mounts],  # no shared nodes: YAML would alias them
         "resources": small_resources(),
         "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": False},
     }

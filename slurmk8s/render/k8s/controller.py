@@ -41,8 +41,11 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "statesave", "mountPath": STATE_SAVE}],
+        # Slurm 25.11+ keeps runtime files in /run/slurmctld, created after dropping to SlurmUser.
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "statesave", "mountPath": STATE_SAVE},
+                                                              {"name": "run", "mountPath": "/run/slurmctld"}],
     }
+    volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
     pod = pod_spec(profile, naming.CONTROLLER,
                    [slurmctld],
                    [init_config_container(profile, image, script, extra_mounts)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset, volume_config,
+    Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
 
 SSHD_CONFIG = """\
@@ -37,6 +37,24 @@ def build_service_login(profile: Profile) -> Obj:
         svc["externalTrafficPolicy"] = "Local"
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": meta(profile, naming.component_name(profile.name, naming.LOGIN), naming.LOGIN), "spec": svc}
+
+
+def sackd_sidecar(profile: Profile, image: str) -> list[Obj]:
+    """sackd as a native sidecar (auth/slurm): its socket is up before sshd lets users in."""
+    if profile.auth != "slurm":
+        return []
+    socket = "/run/slurm/sack.socket"
+    return [{
+        "name": "sackd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "restartPolicy": "Always",
+        "command": ["sackd", "-D"],
+        "startupProbe": {"exec": {"command": ["test", "-S", socket]}, "periodSeconds": 1, "failureThreshold": 30},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "sack", "mountPath": "/run/slurm"}],
+        "resources": small_resources(),
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
+    }]
 
 
 def build_service_login_pods(profile: Profile) -> Obj:
@@ -73,12 +91,16 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": True,
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [ssh_mount],
+        "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)],
     }
+    if profile.auth == "slurm":
+        # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
+        volumes.append({"name": "sack", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
+        sshd["volumeMounts"].append({"name": "sack", "mountPath": "/run/slurm"})
     pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
-                                           ssh_mount])],
+                                           ssh_mount])] + sackd_sidecar(profile, image),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})
