@@ -1,9 +1,62 @@
-"""CLI commands for the lab layer; imports of heavy modules stay inside the commands."""
+"""`slurmk8s lab ...`: boot rendered bundles with real Slurm daemons (needs root)."""
 
 from __future__ import annotations
 
+import sys
+from typing import List, Optional
+
 import typer
+
+lab_app = typer.Typer(no_args_is_help=True, help="Boot a rendered profile with real Slurm daemons on this machine.")
+
+ROOTFS_HELP = "Cache directory of the Debian root file systems that carry newer Slurm releases (built on demand)."
+
+
+@lab_app.command("up")
+def up(profile: str = typer.Argument(..., help="Cluster profile."),
+       slurm_rootfs: Optional[str] = typer.Option(None, "--slurm-rootfs", help=ROOTFS_HELP)) -> None:
+    """Boot every pod of the rendered profile and leave it running."""
+    from slurmk8s.actions.lab import lab_up
+    lab_up(profile, slurm_rootfs)
+
+
+@lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(profile: str = typer.Argument(..., help="Cluster profile."),
+          command: List[str] = typer.Argument(..., help="Command to run, after --."),
+          pod: Optional[str] = typer.Option(None, "--pod", help="Pod to run in (default: the login pod).")) -> None:
+    """Run a client command (sinfo, sbatch, ...) inside the lab."""
+    from slurmk8s.actions.lab import lab_exec
+    done = lab_exec(profile, list(command), pod)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    raise typer.Exit(done.returncode)
+
+
+@lab_app.command("down")
+def down(profile: str = typer.Argument(..., help="Cluster profile.")) -> None:
+    """Stop the lab and remove everything it made."""
+    from slurmk8s.actions.lab import lab_down
+    left = lab_down(profile)
+    if left:
+        typer.echo("left behind:\n  " + "\n  ".join(left), err=True)
+        raise typer.Exit(1)
+    typer.echo("lab down; nothing left behind")
+
+
+@lab_app.command("verify")
+def verify(profile: str = typer.Argument(..., help="Cluster profile."),
+           slurm_rootfs: Optional[str] = typer.Option(None, "--slurm-rootfs", help=ROOTFS_HELP)) -> None:
+    """Boot, run the smoke suite (sinfo, srun, sbatch, GPUs, sacct, restart), tear down; exit 0 or 1."""
+    from slurmk8s.actions.lab import lab_verify
+    results = lab_verify(profile, slurm_rootfs)
+    for r in results:
+        typer.echo(str(r))
+    failed = [r for r in results if not r.ok]
+    skipped = [r for r in results if not r.applies]
+    typer.echo(f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    raise typer.Exit(1 if failed else 0)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `lab` command group."""
+    app.add_typer(lab_app, name="lab")

@@ -146,8 +146,13 @@ class Lab:
         pod = self.pod(pod_name)
         c = next(x for x in pod.containers if x.name == container)
         proc = self._procs[(pod_name, container)]
-        proc.kill()
-        proc.wait(timeout=10)
+        # As the kubelet does: SIGTERM, then SIGKILL after the grace period.
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
         self.start_container(pod, c)
         self.wait_ready(pod, c)
 
