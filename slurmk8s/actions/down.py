@@ -28,7 +28,7 @@ def run_down(profile_path: str, access, *, delete_data: bool = False, yes: bool 
     """Delete the profile's cluster from Kubernetes; returns the Plan of deletions."""
     from slurmk8s.actions.render import render_file
     from slurmk8s.kube.client import connect
-    from slurmk8s.kube.teardown import DELETED, tear_down
+    from slurmk8s.kube.teardown import DELETED, WOULD_DELETE, tear_down
 
     bundle = render_file(profile_path)
     if delete_data and not dry_run:
@@ -37,7 +37,7 @@ def run_down(profile_path: str, access, *, delete_data: bool = False, yes: bool 
     kube = connect(access, verbose=verbose)
     plan, kept = tear_down(kube, bundle, delete_data=delete_data, wait_timeout=timeout if wait else None,
                            dry_run=dry_run, progress=echo)
-    deleted = plan.count(DELETED)
+    deleted = plan.count(WOULD_DELETE if dry_run else DELETED)
     echo(f"{'dry run: would delete' if dry_run else 'deleted'} {deleted} object(s) of cluster {bundle.cluster}")
     if kept:
         hint = "" if delete_data else " (--delete-data removes the PVCs and Secrets)"

@@ -28,6 +28,7 @@ def generate_material(kind: str) -> bytes:
 def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]:
     """A function that builds the Secret object for a RequiredSecret, with new material each call."""
     def build_secret(required: RequiredSecret) -> dict[str, Any]:
+        """The Secret object, labelled as ours, holding fresh material."""
         material = base64.b64encode(generate_material(required.kind)).decode()
         return {
             "apiVersion": "v1",
@@ -49,4 +50,7 @@ def run_secrets_create(profile_path: str, access, echo: Callable[[str], None] = 
     bundle = render_file(profile_path)
     kube = connect(access, verbose=verbose)
     plan = ensure_secrets(kube, bundle, secret_factory(bundle), progress=echo)
-    echo(f"secrets in {bundle.namespace}: {plan.count(CREATED)} created, {plan.count(KEPT)} kept as they were")
+    secrets = [c for c in plan.changes if c.ref.startswith("Secret/")]
+    created = sum(1 for c in secrets if c.action == CREATED)
+    kept = sum(1 for c in secrets if c.action == KEPT)
+    echo(f"secrets in {bundle.namespace}: {created} created, {kept} kept as they were")

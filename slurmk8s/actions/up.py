@@ -63,7 +63,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     for change in plan.changes:
         if options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
-    echo(summary_line(plan, len(bundle.secrets)))
+    echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(plan, len(bundle.secrets)))
     if options.dry_run or not options.wait:
         return plan
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))

@@ -116,14 +116,18 @@ class Applier:
         kinds = [builtin("v1", "Namespace")] + list(PRUNABLE)
 
         def list_kind(resource):
+            """Objects of one kind carrying our labels."""
             listing = self.kube.request("GET", resource.collection(ns), what=f"list {resource.plural} in {ns}",
                                         query=[("labelSelector", selector)])
-            return resource.kind, listing.body.get("items") or []
+            items = listing.body.get("items") or []
+            for item in items:  # list items come without kind and apiVersion
+                item.setdefault("kind", resource.kind)
+                item.setdefault("apiVersion", resource.api_version)
+            return items
 
         owned: dict[tuple[str, str], Obj] = {}
-        for kind, items in pool.map(list_kind, kinds):
+        for items in pool.map(list_kind, kinds):
             for item in items:
-                item.setdefault("kind", kind)
                 owned[key_of(item)] = item
         return owned
 
@@ -147,7 +151,8 @@ class Applier:
         before = owned.get(key_of(obj))
         if result.status == 201:
             action = CREATED
-        elif before is not None and before["metadata"].get("resourceVersion") == result.body["metadata"].get("resourceVersion"):
+        elif before is not None and stripped(before) == stripped(result.body):
+            # Content, not resourceVersion: controllers bump that with every status update.
             action = UNCHANGED
         else:
             action = CONFIGURED

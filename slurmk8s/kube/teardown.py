@@ -17,7 +17,7 @@ from slurmk8s.kube.stages import STAGE_NAMES, object_ref, stage_of
 from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
 
-DELETED, ABSENT, KEPT = "deleted", "absent", "kept"
+DELETED, WOULD_DELETE, ABSENT = "deleted", "would delete", "absent"
 
 
 def claim_name_patterns(bundle: Bundle) -> list[re.Pattern]:
@@ -90,7 +90,8 @@ class Teardown:
         query = [("propagationPolicy", "Background")] + ([("dryRun", "All")] if dry_run else [])
         result = self.kube.request("DELETE", resource.item(self.bundle.namespace, obj["metadata"]["name"]),
                                    what=f"delete {object_ref(obj)}", query=query, tolerate=(404,))
-        return Change(object_ref(obj), ABSENT if result.status == 404 else DELETED, stage)
+        done = WOULD_DELETE if dry_run else DELETED
+        return Change(object_ref(obj), ABSENT if result.status == 404 else done, stage)
 
     def wait_for_pods_gone(self, timeout: float, interval: float = 2.0,
                            clock: Callable[[], float] = time.monotonic,

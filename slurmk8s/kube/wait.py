@@ -19,7 +19,8 @@ from slurmk8s.kube.stages import COMPONENT_ORDER
 from slurmk8s.render import Bundle
 
 SINFO_NODES = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
-# Node states of a slurmd that has registered (a trailing '*' = not responding: not usable).
+# Node states of a slurmd that has registered. Suffixes: '*' not responding, '~' '#' '%' '!' power
+# saving (not running): not usable; '$' '@' '^' '-' (maintenance, reboot, planned) are registered.
 REGISTERED_STATES = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained",
                      "blocked"}
 
@@ -113,8 +114,8 @@ def parse_sinfo_nodes(text: str) -> dict[str, str]:
 
 def unregistered(expected: list[str], states: dict[str, str]) -> dict[str, str]:
     """Expected nodes slurmctld does not list as registered and responding, with their state."""
-    return {n: states.get(n, "not in slurm.conf") for n in expected
-            if states.get(n, "").rstrip("~#!%$@^-") not in REGISTERED_STATES}
+    return {n: states.get(n, "not listed by sinfo") for n in expected
+            if states.get(n, "").rstrip("$@^-") not in REGISTERED_STATES}
 
 
 class Waiter:

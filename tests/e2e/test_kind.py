@@ -1,0 +1,107 @@
+"""End to end on kind: create a cluster, `slurmk8s up`, run a job through the login pod, `down`.
+
+Needs a working container engine (`docker info`) and the `kind` binary; skipped, with the
+reason, where either is missing. Run it as `python -m pytest -m e2e tests/e2e -v -rs`
+(docs/kind-e2e.md). The kind nodes pull the Slinky images from ghcr.io.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = str(REPO / "profiles" / "kind-dev.yaml")
+KIND_CONFIG = str(REPO / "kind-configs" / "dev.yaml")
+CLUSTER = os.environ.get("SLURMK8S_E2E_CLUSTER", "slurmk8s-e2e")
+NAMESPACE, LOGIN_POD, LOGIN_CONTAINER = "slurm", "dev-login-0", "sshd"
+
+
+def missing_prerequisite() -> str | None:
+    """Why the e2e tests cannot run here (None when they can)."""
+    if shutil.which("kind") is None:
+        return "no `kind` binary on PATH (https://kind.sigs.k8s.io/docs/user/quick-start/#installation)"
+    if shutil.which("kubectl") is None:
+        return "no `kubectl` binary on PATH"
+    engine = os.environ.get("KIND_EXPERIMENTAL_PROVIDER", "docker")
+    if shutil.which(engine) is None:
+        return f"no `{engine}` binary on PATH"
+    probe = subprocess.run([engine, "info"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"`{engine} info` fails, no working container engine: {last}"
+    return None
+
+
+def run(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command, echoing it and its output (pytest shows it on failure)."""
+    print("$", " ".join(args), flush=True)
+    result = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    print(result.stdout, result.stderr, sep="\n", flush=True)
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(args)} exited {result.returncode}: {result.stderr.strip()[-2000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory):
+    """A fresh kind cluster from kind-configs/dev.yaml, deleted afterwards; yields its kubeconfig."""
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    path = str(tmp_path_factory.mktemp("kind") / "kubeconfig")
+    run("kind", "create", "cluster", "--name", CLUSTER, "--config", KIND_CONFIG, "--kubeconfig", path, "--wait", "180s")
+    try:
+        yield path
+    finally:
+        run("kind", "delete", "cluster", "--name", CLUSTER, check=False)
+
+
+def slurmk8s(kubeconfig: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    """The slurmk8s CLI against the kind cluster."""
+    return run(sys.executable, "-m", "slurmk8s.cli", *args, "--kubeconfig", kubeconfig, timeout=timeout)
+
+
+def login_exec(kubeconfig: str, *command: str) -> str:
+    """stdout of a command in the login pod (as `kubectl exec`)."""
+    return run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", LOGIN_POD, "-c", LOGIN_CONTAINER,
+               "--", *command, timeout=120).stdout
+
+
+def test_up_run_a_job_status_noop_up_down(kubeconfig):
+    up = slurmk8s(kubeconfig, "up", PROFILE, "--timeout", "900")
+    assert "cluster dev is ready" in up.stdout
+
+    job = login_exec(kubeconfig, "sbatch", "--parsable", "--nodes=2", "--wrap", "srun hostname").strip()
+    assert job.split(";")[0].isdigit(), job
+    state = ""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        state = login_exec(kubeconfig, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State").strip()
+        if state and state not in ("PENDING", "RUNNING", "COMPLETING"):
+            break
+        time.sleep(3)
+    assert state == "COMPLETED"
+
+    status = slurmk8s(kubeconfig, "status", PROFILE)
+    assert "StatefulSet/dev-cpu" in status.stdout and "2/2 ready" in status.stdout
+    assert "debug*" in status.stdout  # sinfo from the controller lists the default partition
+
+    again = slurmk8s(kubeconfig, "up", PROFILE, "--no-wait")
+    assert again.stdout.strip().splitlines()[-1].startswith("no changes:")
+
+    slurmk8s(kubeconfig, "down", PROFILE)
+    left = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "statefulsets,pods",
+               "-l", "app.kubernetes.io/instance=dev", "-o", "name").stdout
+    assert left.strip() == ""
+    kept = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "pvc,secrets",
+               "-l", "app.kubernetes.io/instance=dev", "-o", "name").stdout
+    assert "persistentvolumeclaim/statesave-dev-controller-0" in kept and "secret/dev-auth-key" in kept

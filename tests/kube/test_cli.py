@@ -1,0 +1,123 @@
+"""The cluster commands as a user runs them: a subprocess, exit codes, one-line errors, kubectl's config rules."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import KIND_DEV
+
+
+def slurmk8s(*args: str, env_extra: dict | None = None, home: str = "/nonexistent") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = home
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("status", "message", "expected"), [
+    (401, "Unauthorized", "list namespaces in slurm: the Kubernetes API at http://127.0.0.1:{port} rejected our "
+                          "credentials (401 Unauthorized); they may have expired: log in again or choose another --context"),
+    (403, 'namespaces is forbidden: User "alice" cannot list resource "namespaces" at the cluster scope',
+     'list namespaces in slurm: forbidden (403): namespaces is forbidden: User "alice" cannot list resource '
+     '"namespaces" at the cluster scope'),
+], ids=["401-expired", "403-forbidden"])
+def test_auth_failures_are_one_line_and_exit_1(stub, kubeconfig, status, message, expected):
+    stub.fail(status, message=message)
+    result = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
+    port = stub.url.rsplit(":", 1)[1]
+    assert one_line_error(result) == expected.format(port=port)
+
+
+def test_verbose_shows_the_api_answer(stub, kubeconfig):
+    stub.fail(403, message="forbidden by policy", reason="Forbidden")
+    result = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait", "--verbose")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "forbidden (403): forbidden by policy" in result.stderr
+    assert '"reason": "Forbidden"' in result.stderr  # the raw Status body
+    assert " -> 403 (" in result.stderr  # the request log
+
+
+def test_conflict_is_one_line_and_exit_1(stub, kubeconfig):
+    assert slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait").returncode == 0
+    stub.conflicts[("statefulsets", "dev-cpu")] = "helm"
+    line = one_line_error(slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait"))
+    assert line == ('apply StatefulSet/dev-cpu: conflict with "helm" using apps/v1: .spec.replicas; another tool owns '
+                    'these fields (--force-conflicts takes them over)')
+
+
+def test_unreachable_api_is_one_line_and_quick(tmp_path, stub):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    stub._server.server_address = ("127.0.0.1", port)
+    kubeconfig = stub.write_kubeconfig(tmp_path / "dead")
+    started = time.monotonic()
+    line = one_line_error(slurmk8s("status", KIND_DEV, "--kubeconfig", str(kubeconfig)))
+    assert time.monotonic() - started < 15
+    assert line.endswith(f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (the current context of "
+                         f"{kubeconfig}): connection refused")
+
+
+def test_no_cluster_configured_at_all(tmp_path):
+    line = one_line_error(slurmk8s("status", KIND_DEV, home=str(tmp_path)))
+    assert line == ("no Kubernetes cluster configured: no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster "
+                    "service account")
+
+
+def test_kubeconfig_env_and_context_are_honoured(stub, kubeconfig):
+    assert slurmk8s("secrets", "create", KIND_DEV, "--context", "other",
+                    env_extra={"KUBECONFIG": kubeconfig}).returncode == 0
+    assert {r.authorization for r in stub.requests} == {"Bearer other-token"}
+    line = one_line_error(slurmk8s("status", KIND_DEV, "--context", "nope", env_extra={"KUBECONFIG": kubeconfig}))
+    assert line.startswith("cannot load Kubernetes credentials:") and "nope" in line
+
+
+def test_up_twice_then_status_then_down(stub, kubeconfig):
+    first = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
+    second = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
+    assert first.returncode == 0 and "24 created, 0 configured" in first.stdout
+    assert second.stdout.splitlines()[-1] == "no changes: 24 objects unchanged, 2 of 2 secrets kept"
+    status = slurmk8s("status", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"^StatefulSet/dev-cpu +2/2 ready$", status.stdout, re.M)
+    assert re.search(r"^Secret/dev-auth-key +present$", status.stdout, re.M)
+    # the stub serves no websocket exec: status still answers, and says why sinfo is missing
+    assert "sinfo:\nunavailable: exec 'sinfo' in pod slurm/dev-controller-0: Handshake status 404 Not Found" in status.stdout
+    no_yes = slurmk8s("down", KIND_DEV, "--kubeconfig", kubeconfig, "--delete-data")
+    assert no_yes.returncode == 2 and "add --yes" in no_yes.stderr
+    gone = slurmk8s("down", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert gone.returncode == 0 and "deleted 23 object(s) of cluster dev" in gone.stdout
+
+
+def test_help_and_render_never_import_the_kubernetes_client():
+    probe = (
+        "import sys\n"
+        "from slurmk8s.cli import main\n"
+        "for argv in (['slurmk8s', '--help'], ['slurmk8s', 'up', '--help'], ['slurmk8s', 'render', sys.argv[1], '-o', '-']):\n"
+        "    sys.argv = argv\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('LOADED' if any(m == 'kubernetes' or m.startswith('kubernetes.') for m in sys.modules) else 'CLEAN',"
+        " file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe, KIND_DEV], capture_output=True, text=True, timeout=60)
+    assert "kind: StatefulSet" in result.stdout  # render really ran
+    assert result.stderr.strip().splitlines()[-1] == "CLEAN"
