@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${SLURMK8S_LAB_ROOTFS_CACHE:-/var/cache/slurmk8s/rootfs}
-PACKAGES="slurmctld slurmd slurm-client slurmdbd munge mariadb-server openssh-server debootstrap iproute2 util-linux procps"
+PACKAGES="slurmctld slurmd slurm-client slurmdbd munge mariadb-server openssh-server openssl python3 debootstrap iproute2 util-linux procps"
 
 if [ "$(id -u)" != 0 ]; then echo "install-lab.sh: needs root" >&2; exit 2; fi
 missing=$(dpkg-query -W -f '${Package} ${db:Status-Abbrev}\n' $PACKAGES 2>/dev/null | awk '$2 != "ii" {print $1}' || true)

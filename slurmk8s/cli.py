@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-import click
 import typer
 
 from slurmk8s.errors import SlurmK8sError
@@ -58,6 +57,10 @@ def _register_command_groups() -> None:
 _register_command_groups()
 
 
+# Typer 0.2x vendors its own click: catch the classes typer raises, whichever click that is.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main() -> None:
     """Entry point: our errors print as one clean message with their exit code."""
     try:
@@ -65,10 +68,10 @@ def main() -> None:
     except SlurmK8sError as e:
         print(str(e), file=sys.stderr)
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(1)
-    except click.ClickException as e:
+    except _ClickException as e:
         e.show()
         sys.exit(e.exit_code)
 

@@ -34,6 +34,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POOL = "slurmk8s.io/pool"
 ANNOTATION_CONFIG_HASH = "slurmk8s.io/config-hash"
 ANNOTATION_NODE_NAMES = "slurmk8s.io/slurm-nodes"
+ANNOTATION_MAX_REPLICAS = "slurmk8s.io/max-replicas"
+ANNOTATION_MIN_REPLICAS = "slurmk8s.io/min-replicas"
 ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
 
 # Daemon per component, for app.kubernetes.io/name.
@@ -144,6 +146,11 @@ def slurmdbd_config_map(cluster: str) -> str:
 def login_config_map(cluster: str) -> str:
     """ConfigMap holding the login pod's sshd config and authorized keys."""
     return f"{cluster}-login-config"
+
+
+def power_config_map(cluster: str) -> str:
+    """ConfigMap with the resume/suspend programs of elastic pools (controller only)."""
+    return f"{cluster}-power"
 
 
 def auth_secret(cluster: str) -> str:

@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import base64
-import secrets
-import string
 from typing import Any, Callable
 
 from slurmk8s import naming
+from slurmk8s.material import generate
 from slurmk8s.errors import UsageError
 from slurmk8s.render import Bundle, RequiredSecret
-
-PASSWORD_ALPHABET = string.ascii_letters + string.digits
-
-
-def generate_material(kind: str) -> bytes:
-    """Fresh random bytes for one kind of Secret (see RequiredSecret)."""
-    if kind in ("slurm.key", "munge.key"):
-        return secrets.token_bytes(1024)
-    if kind == "jwt":
-        return secrets.token_bytes(32)
-    if kind == "password":
-        return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(32)).encode()
-    raise UsageError(f"unknown secret kind {kind!r}; expected slurm.key, munge.key, jwt or password")
-
 
 def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]:
     """A function that builds the Secret object for a RequiredSecret, with new material each call."""
     def build_secret(required: RequiredSecret) -> dict[str, Any]:
         """The Secret object, labelled as ours, holding fresh material."""
-        material = base64.b64encode(generate_material(required.kind)).decode()
+        material = base64.b64encode(generate(required.kind)).decode()
         return {
             "apiVersion": "v1",
             "kind": "Secret",

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj
 from slurmk8s.kube.ownership import FIELD_MANAGER, key_of, managed_by_us, owned_selector
@@ -139,9 +140,26 @@ class Applier:
             query.append(("dryRun", "All"))
         return query
 
+    def keep_elastic_replicas(self, obj: Obj, resource) -> Obj:
+        """An elastic pool's replicas belong to Slurm (resume/suspend) once it exists: apply the live value."""
+        meta = obj["metadata"]
+        annotations = meta.get("annotations", {})
+        if obj["kind"] != "StatefulSet" or naming.ANNOTATION_MAX_REPLICAS not in annotations:
+            return obj
+        if annotations.get(naming.ANNOTATION_MIN_REPLICAS) == annotations[naming.ANNOTATION_MAX_REPLICAS]:
+            return obj
+        live = self.kube.request("GET", resource.item(meta.get("namespace"), meta["name"]),
+                                 what=f"read {object_ref(obj)}", tolerate=(404,))
+        if live.status != 200:
+            return obj
+        kept = copy.deepcopy(obj)
+        kept["spec"]["replicas"] = live.body.get("spec", {}).get("replicas", obj["spec"]["replicas"])
+        return kept
+
     def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
         """Server-side apply one object; owned (the earlier state) tells unchanged from configured."""
         resource = self.resolver.of(obj)
+        obj = self.keep_elastic_replicas(obj, resource)
         ns = obj["metadata"].get("namespace")
         path = resource.item(ns, obj["metadata"]["name"])
         what = f"apply {object_ref(obj)}"

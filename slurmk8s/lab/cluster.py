@@ -12,6 +12,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from slurmk8s.lab import rootfs as rootfs_mod
 from slurmk8s.lab import sandbox
 from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations
 from slurmk8s.lab.errors import LabError, LabUnavailable
-from slurmk8s.lab.plan import Container, Pod, dns_names, pods_of
+from slurmk8s.lab.plan import Container, Pod, dns_names, max_replicas, pod_for, pods_of, workloads
+from slurmk8s.lab.scaleapi import ScaleAPI, scale_grants
 from slurmk8s.render import Bundle
 
 LAB_ROOT = Path("/var/lib/slurmk8s/labs")
@@ -32,6 +34,7 @@ STAGES = (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, 
 PRIVATE_DIRS = {"/run": "mode=755", "/tmp": "mode=1777", "/var/log": "mode=755", "/var/spool": "mode=755"}
 INIT_DEADLINE_S = 60
 READY_DEADLINE_S = 60
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 CLIENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -50,16 +53,22 @@ class Lab:
 
     lab_id: str
     lab_dir: Path
-    version: str
+    bundle: Bundle
     rootfs: Path | None
     adaptations: list[Adaptation]
     pods: list[Pod]
+    slurm_files: dict[str, str]
     network: sandbox.LabNetwork | None = None
+    api: ScaleAPI | None = None
+
+    @property
+    def version(self) -> str:
+        return self.bundle.version
 
     # ------------------------------------------------------------ state shared across commands
 
     def save(self) -> None:
-        state = {"lab_id": self.lab_id, "version": self.version, "rootfs": str(self.rootfs) if self.rootfs else None,
+        state = {"lab_id": self.lab_id, "version": self.version, "replicas": self.replicas, "rootfs": str(self.rootfs) if self.rootfs else None,
                  "adaptations": [str(a) for a in self.adaptations],
                  "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
                                    "containers": self._pids.get(p.name, {})}
@@ -69,6 +78,13 @@ class Lab:
     def __post_init__(self) -> None:
         self._pids: dict[str, dict[str, int]] = {}
         self._procs: dict[tuple[str, str], subprocess.Popen] = {}
+        self._scale_lock = threading.Lock()
+        # Stable sandbox index (and so IP) per possible pod, pool members up to their ceiling.
+        self._index: dict[str, int] = {}
+        for workload in workloads(self.bundle):
+            for ordinal in range(max_replicas(workload)):
+                self._index[naming.pod_name(workload["metadata"]["name"], ordinal)] = len(self._index)
+        self.replicas = {w["metadata"]["name"]: w["spec"].get("replicas", 1) for w in workloads(self.bundle)}
 
     # ------------------------------------------------------------ files
 
@@ -89,10 +105,14 @@ class Lab:
             if m.sub_path:
                 src = src / m.sub_path
             mounts.append(sandbox.Bind(src, m.path, readonly=m.read_only))
+        if pod.service_account_token and self.api:
+            mounts.append(sandbox.Bind(self.pod_dir(pod) / "serviceaccount", SA_DIR, readonly=True))
         return mounts
 
     def container_env(self, c: Container) -> dict[str, str]:
         env = {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+        if self.api:  # the kubelet gives every container the API's address
+            env.update({"KUBERNETES_SERVICE_HOST": self.api.address, "KUBERNETES_SERVICE_PORT": str(self.api.port)})
         env.update(dict(c.env))
         for var, secret, key in c.secret_env:
             env[var] = (self.lab_dir / "secrets" / secret / key).read_text()
@@ -141,6 +161,45 @@ class Lab:
                            f"{pod.name}/{c.name} ready on {ip}:{c.ready_port}",
                            proc=self._procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name))
 
+    def start_pod(self, pod: Pod) -> None:
+        """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""
+        gpus = max((c.gpus for c in pod.containers), default=0)
+        cgroups = [naming.slurm_node_name(pod.pool, pod.ordinal)] if pod.pool else []
+        self.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus),
+                             index=self._index[pod.name], cgroup_names=cgroups)
+        if pod not in self.pods:
+            self.pods.append(pod)
+        materialise_pod(self, pod)
+        write_hosts(self)
+        for c in pod.init:
+            self.run_init(pod, c)
+        for c in pod.containers:
+            self.start_container(pod, c)
+
+    def stop_pod(self, pod: Pod, grace_s: float = 30) -> None:
+        """Delete a pod as the kubelet would: SIGTERM, grace period, SIGKILL; its name stops resolving."""
+        self.network.remove_pod(pod.name, grace_s)
+        self.pods.remove(pod)
+        self._pids.pop(pod.name, None)
+        write_hosts(self)
+        self.save()
+
+    def scale(self, statefulset: str, replicas: int) -> None:
+        """What the StatefulSet controller does on a scale: add members in order, remove the highest first."""
+        workload = next((w for w in workloads(self.bundle) if w["metadata"]["name"] == statefulset), None)
+        if workload is None or workload["kind"] != "StatefulSet":
+            raise KeyError(statefulset)
+        if not 0 <= replicas <= max_replicas(workload):
+            raise LabError(f"{statefulset}: {replicas} replicas is outside 0..{max_replicas(workload)} "
+                           "(the lab has sandboxes for the pool's maxReplicas only)")
+        with self._scale_lock:
+            current = self.replicas[statefulset]
+            self.replicas[statefulset] = replicas
+            for ordinal in range(current, replicas):
+                self.start_pod(pod_for(self.bundle, workload, ordinal))
+            for ordinal in reversed(range(replicas, current)):
+                self.stop_pod(self.pod(naming.pod_name(statefulset, ordinal)))
+
     def restart_container(self, pod_name: str, container: str) -> None:
         """Kill one container's process and start it again (init containers do not rerun, as in Kubernetes)."""
         pod = self.pod(pod_name)
@@ -164,6 +223,8 @@ class Lab:
         return exec_in_lab(self.lab_id, argv, pod, timeout)
 
     def down(self) -> list[str]:
+        if self.api:
+            self.api.stop()
         return down(self.lab_id)
 
 
@@ -181,35 +242,55 @@ def _write_file(path: Path, data: bytes, mode: int) -> None:
     os.chmod(path, mode)
 
 
-def materialise(lab: Lab, bundle: Bundle, slurm_files: dict[str, str]) -> None:
-    """Secrets (generated, as `up` would), ConfigMap/Secret volumes, emptyDirs, claims and /etc/hosts."""
-    for s in bundle.secrets:
+def materialise_secrets(lab: Lab) -> None:
+    """The bundle's Secrets with fresh material, as `up` would create them."""
+    for s in lab.bundle.secrets:
         _write_file(lab.lab_dir / "secrets" / s.name / s.key, material.generate(s.kind), 0o600)
-    config_maps = {o["metadata"]["name"]: dict(o["data"]) for o in bundle.of_kind("ConfigMap")}
-    config_maps[naming.config_map(bundle.cluster)] = slurm_files
-    for pod in lab.pods:
-        for v in pod.volumes:
-            target = lab.volume_dir(pod, v.name)
-            target.mkdir(parents=True, exist_ok=True)
-            if v.kind == "emptyDir":
-                os.chmod(target, 0o777)  # as the kubelet creates them
-            if v.kind == "configMap":
-                data = {k: text.encode() for k, text in config_maps[v.source].items()}
-            elif v.kind == "secret":
-                folder = lab.lab_dir / "secrets" / v.source
-                if not folder.is_dir():
-                    raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
-                data = {f.name: f.read_bytes() for f in folder.iterdir()}
-            else:
-                continue
-            items = v.items or tuple((k, k) for k in data)
-            for key, path in items:
-                _write_file(target / path, data[key], v.mode)
-    names = dns_names(bundle, lab.pods)
+
+
+def materialise_pod(lab: Lab, pod: Pod) -> None:
+    """A pod's ConfigMap/Secret volumes as files, emptyDirs and claims as directories, its SA token."""
+    config_maps = {o["metadata"]["name"]: dict(o["data"]) for o in lab.bundle.of_kind("ConfigMap")}
+    config_maps[naming.config_map(lab.bundle.cluster)] = lab.slurm_files
+    for v in pod.volumes:
+        target = lab.volume_dir(pod, v.name)
+        target.mkdir(parents=True, exist_ok=True)
+        if v.kind == "emptyDir":
+            os.chmod(target, 0o777)  # as the kubelet creates them
+        if v.kind == "configMap":
+            data = {k: text.encode() for k, text in config_maps[v.source].items()}
+        elif v.kind == "secret":
+            folder = lab.lab_dir / "secrets" / v.source
+            if not folder.is_dir():
+                raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
+            data = {f.name: f.read_bytes() for f in folder.iterdir()}
+        else:
+            continue
+        for key, path in v.items or tuple((k, k) for k in data):
+            _write_file(target / path, data[key], v.mode)
+    if pod.service_account_token and lab.api:
+        sa = lab.pod_dir(pod) / "serviceaccount"
+        account = next(c["spec"]["template"]["spec"].get("serviceAccountName", "default")
+                       for c in workloads(lab.bundle) if c["metadata"]["name"] == pod.owner)
+        _write_file(sa / "token", lab.api.token_for(pod.namespace, account).encode(), 0o644)
+        _write_file(sa / "ca.crt", lab.api.ca_file.read_bytes(), 0o644)
+        _write_file(sa / "namespace", pod.namespace.encode(), 0o644)
+
+
+def write_hosts(lab: Lab) -> None:
+    """/etc/hosts of every pod: the DNS names of the pods that run now (rewritten in place: bind mounts pin the inode)."""
+    names = dns_names(lab.bundle, lab.pods)
     lines = ["127.0.0.1 localhost"]
-    for pod in lab.pods:
-        lines.append(f"{lab.network.pods[pod.name].ip} {' '.join(names[pod.name])}")
-    (lab.lab_dir / "hosts").write_text("\n".join(lines) + "\n")
+    lines += [f"{lab.network.pods[p.name].ip} {' '.join(names[p.name])}" for p in lab.pods if p.name in lab.network.pods]
+    if lab.api:  # cluster DNS for the API Service
+        lines.append(f"{lab.api.address} kubernetes kubernetes.default kubernetes.default.svc "
+                     f"kubernetes.default.svc.{naming.CLUSTER_DOMAIN}")
+    path = lab.lab_dir / "hosts"
+    if not path.exists():
+        path.touch()
+    with open(path, "r+") as fh:
+        fh.write("\n".join(lines) + "\n")
+        fh.truncate()
 
 
 def slurm_source(version: str, cache_dir: Path | None, log: Callable[[str], None]) -> Path | None:
@@ -247,25 +328,27 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     log(f"lab {lab_id}: Slurm {bundle.version} from {root or 'the host packages'}; adaptations:")
     for a in adaptations:
         log(f"  - {a}")
-    lab_dir = lab_dir_of(lab_id)
-    lab = Lab(lab_id, lab_dir, bundle.version, root, adaptations, pods)
-    lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab_dir).create()
-    for pod in pods:
-        gpus = max((c.gpus for c in pod.containers), default=0)
-        lab.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus))
-    materialise(lab, bundle, slurm_files)
+    lab = Lab(lab_id, lab_dir_of(lab_id), bundle, root, adaptations, [], slurm_files)
+    lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir).create()
+    grants = scale_grants(bundle)
+    if any(p.service_account_token for p in pods):
+        lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.replicas.__getitem__, lab.scale, grants)
+        lab.api.start()
+    materialise_secrets(lab)
     lab.save()
-    for stage in STAGES:
-        stage_pods = [p for p in pods if p.component == stage]
-        for pod in stage_pods:
-            for c in pod.init:
-                lab.run_init(pod, c)
-            for c in pod.containers:
-                lab.start_container(pod, c)
-        for pod in stage_pods:
-            for c in pod.containers:
-                lab.wait_ready(pod, c)
-    wait_nodes_idle(lab)
+    try:
+        for stage in STAGES:
+            stage_pods = [p for p in pods if p.component == stage]
+            for pod in stage_pods:
+                lab.start_pod(pod)
+            for pod in stage_pods:
+                for c in pod.containers:
+                    lab.wait_ready(pod, c)
+        wait_nodes_idle(lab)
+    except BaseException:
+        if lab.api:
+            lab.api.stop()
+        raise
     return lab
 
 

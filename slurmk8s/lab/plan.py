@@ -62,12 +62,13 @@ class Pod:
     component: str
     pool: str | None
     ordinal: int
-    owner: str
+    owner: str  # StatefulSet/Deployment name
     service: str | None  # governing headless Service (pod DNS subdomain)
     volumes: tuple[Volume, ...]
     init: tuple[Container, ...]
     containers: tuple[Container, ...]
     labels: dict[str, str] = field(default_factory=dict)
+    service_account_token: bool = False  # automountServiceAccountToken
 
     @property
     def uses_slurm_image(self) -> bool:
@@ -126,37 +127,48 @@ def gpu_resource_names(bundle: Bundle) -> set[str]:
     return names
 
 
-def pods_of(bundle: Bundle) -> list[Pod]:
-    """Every pod the bundle's StatefulSets/Deployments would run, in apply order."""
+def workloads(bundle: Bundle) -> list[dict[str, Any]]:
+    """The bundle's StatefulSets and Deployments, in apply order."""
+    return [o for o in bundle.objects if o["kind"] in ("StatefulSet", "Deployment")]
+
+
+def max_replicas(workload: dict[str, Any]) -> int:
+    """How many members a workload can have: a pool's elastic ceiling, else its replicas."""
+    annotations = workload["metadata"].get("annotations", {})
+    return int(annotations.get(naming.ANNOTATION_MAX_REPLICAS, workload["spec"].get("replicas", 1)))
+
+
+def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
+    """Member `ordinal` of a StatefulSet/Deployment, as its controller would create it."""
     gpu_resources = gpu_resource_names(bundle)
-    pods = []
-    for obj in bundle.objects:
-        if obj["kind"] not in ("StatefulSet", "Deployment"):
-            continue
-        spec, owner = obj["spec"], obj["metadata"]["name"]
-        template = spec["template"]
-        labels = template["metadata"]["labels"]
-        claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
-        for ordinal in range(spec.get("replicas", 1)):
-            name = naming.pod_name(owner, ordinal)
-            volumes = [_volume(v, owner, ordinal) for v in template["spec"].get("volumes", [])]
-            # A claim template gives each member its own claim <template>-<pod>.
-            volumes += [Volume(c, "claim", f"{c}-{name}") for c in sorted(claims)]
-            pods.append(Pod(
-                name=name,
-                hostname=name,
-                namespace=obj["metadata"]["namespace"],
-                component=labels[naming.LABEL_COMPONENT],
-                pool=labels.get(naming.LABEL_POOL),
-                ordinal=ordinal,
-                owner=f"{obj['kind']}/{owner}",
-                service=spec.get("serviceName"),
-                volumes=tuple(volumes),
-                init=tuple(_container(c, gpu_resources) for c in template["spec"].get("initContainers", [])),
-                containers=tuple(_container(c, gpu_resources) for c in template["spec"]["containers"]),
-                labels=dict(labels),
-            ))
-    return pods
+    spec, owner = workload["spec"], workload["metadata"]["name"]
+    template = spec["template"]
+    labels = template["metadata"]["labels"]
+    name = naming.pod_name(owner, ordinal)
+    volumes = [_volume(v, owner, ordinal) for v in template["spec"].get("volumes", [])]
+    # A claim template gives each member its own claim <template>-<pod>.
+    volumes += [Volume(t["metadata"]["name"], "claim", f"{t['metadata']['name']}-{name}")
+                for t in spec.get("volumeClaimTemplates", [])]
+    return Pod(
+        name=name,
+        hostname=name,
+        namespace=workload["metadata"]["namespace"],
+        component=labels[naming.LABEL_COMPONENT],
+        pool=labels.get(naming.LABEL_POOL),
+        ordinal=ordinal,
+        owner=owner,
+        service=spec.get("serviceName"),
+        volumes=tuple(volumes),
+        init=tuple(_container(c, gpu_resources) for c in template["spec"].get("initContainers", [])),
+        containers=tuple(_container(c, gpu_resources) for c in template["spec"]["containers"]),
+        labels=dict(labels),
+        service_account_token=bool(template["spec"].get("automountServiceAccountToken", True)),
+    )
+
+
+def pods_of(bundle: Bundle) -> list[Pod]:
+    """Every pod the bundle's StatefulSets/Deployments run now, in apply order."""
+    return [pod_for(bundle, w, i) for w in workloads(bundle) for i in range(w["spec"].get("replicas", 1))]
 
 
 def dns_names(bundle: Bundle, pods: list[Pod]) -> dict[str, list[str]]:

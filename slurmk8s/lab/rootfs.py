@@ -27,8 +27,8 @@ DEFAULT_CACHE_DIR = Path("/var/cache/slurmk8s/rootfs")
 CACHE_ENV = "SLURMK8S_LAB_ROOTFS_CACHE"
 MARKER = ".slurmk8s-rootfs.json"
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
-# openssh-server: the login pods run the rendered sshd.
-SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "openssh-server")
+# openssh-server: the login pods run the rendered sshd; python3: the power-saving programs.
+SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "openssh-server", "python3")
 # Debian's release files can be older than the machine's clock (snapshot mirrors).
 APT_OPTS = ("-o", "Acquire::Check-Valid-Until=false")
 

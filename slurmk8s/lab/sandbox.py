@@ -164,13 +164,15 @@ class LabNetwork:
         self.gateway = str(self.subnet.network_address + 1)
         self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
         self.pods: dict[str, PodSandbox] = {}
+        self._cgroups_seen: set[str] = set()  # of removed pods too: their dirs may outlive them
 
     def _state(self) -> dict:
         return {
             "lab_id": self.lab_id, "prefix": self.prefix, "bridge": self.bridge, "subnet": str(self.subnet),
             "lab_dir": str(self.lab_dir),
             "pods": {p.name: {"hostname": p.hostname, "ip": p.ip, "netns": p.netns, "veth": p.veth,
-                              "procs": p._recorded} for p in self.pods.values()},
+                              "cgroups": list(p.cgroup_names), "procs": p._recorded} for p in self.pods.values()},
+            "cgroups": sorted(self._cgroups_seen | {c for p in self.pods.values() for c in p.cgroup_names}),
         }
 
     def save(self) -> None:
@@ -192,20 +194,51 @@ class LabNetwork:
         return self
 
     def add_pod(self, name: str, hostname: str | None = None, ip: str | None = None,
-                devices: Iterable[DeviceNode] = ()) -> PodSandbox:
-        """Create a pod sandbox (netns + veth on the bridge); ip defaults to .10 + its index."""
+                devices: Iterable[DeviceNode] = (), index: int | None = None,
+                cgroup_names: Iterable[str] = ()) -> PodSandbox:
+        """Create a pod sandbox (netns + veth on the bridge); ip defaults to .10 + its index.
+
+        ``cgroup_names``: Slurm node names whose cgroup dirs (slurm_<name>) teardown removes,
+        when they differ from the hostname (NodeHostname != NodeName).
+        """
         if name in self.pods:
             raise LabError(f"pod {name} already exists in lab {self.lab_id}")
-        index = len(self.pods)
+        index = len(self.pods) if index is None else index
+        if any(p.index == index for p in self.pods.values()):
+            raise LabError(f"pod {name}: index {index} is taken in lab {self.lab_id}")
         ip = ip or str(self.subnet.network_address + 10 + index)
         taken = {self.gateway} | {p.ip for p in self.pods.values()}
         if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
             raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
-        pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices))
+        pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices), tuple(cgroup_names))
         self.pods[name] = pod
         self.save()
         pod.create()
         return pod
+
+    def remove_pod(self, name: str, grace_s: float = 30) -> None:
+        """Stop a pod as the kubelet would (SIGTERM, SIGKILL after grace_s) and delete its netns and veth."""
+        pod = self.pods[name]
+        live = [p for p in pod.processes if p.poll() is None]
+        for proc in live:
+            proc.terminate()
+        end = time.monotonic() + grace_s
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        for pid in _pids_in_netns([pod.netns]):  # job steps and other strays
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _run(["ip", "link", "del", pod.veth], f"delete link {pod.veth}", check=False)
+        _run(["ip", "netns", "del", pod.netns], f"delete netns {pod.netns}", check=False)
+        self._cgroups_seen |= {f"{c}" for c in pod.cgroup_names}
+        del self.pods[name]
+        self.save()
 
     def hosts_text(self, extra: Mapping[str, str] | None = None) -> str:
         """An /etc/hosts for the pods: localhost, every pod's hostname, then ``extra`` name -> ip."""
@@ -237,7 +270,7 @@ class PodSandbox:
     """One pod: a netns with eth0 on the lab bridge; processes started in it by ``start``."""
 
     def __init__(self, network: LabNetwork, name: str, hostname: str, ip: str, index: int,
-                 devices: tuple[DeviceNode, ...] = ()):
+                 devices: tuple[DeviceNode, ...] = (), cgroup_names: tuple[str, ...] = ()):
         if not _POD_NAME.match(name) or not _POD_NAME.match(hostname):
             raise LabError(f"pod {name!r} / hostname {hostname!r}: expected a DNS label")
         self.network = network
@@ -245,6 +278,8 @@ class PodSandbox:
         self.hostname = hostname
         self.ip = ip
         self.devices = devices
+        self.index = index
+        self.cgroup_names = cgroup_names
         self.netns = f"{network.prefix}-{name}"
         self.veth = f"{network.prefix}v{index}"
         if len(self.veth) > _IFNAMSIZ:
@@ -484,8 +519,10 @@ def _reap(pids: Iterable[int]) -> None:
 
 
 def _cgroup_names(state: dict | None) -> list[str]:
-    hosts = sorted({info["hostname"] for info in (state or {}).get("pods", {}).values()})
-    return [f"slurm_{h}" for h in hosts]
+    pods = (state or {}).get("pods", {}).values()
+    names = {info["hostname"] for info in pods} | {c for info in pods for c in info.get("cgroups", [])}
+    names |= set((state or {}).get("cgroups", []))
+    return [f"slurm_{n}" for n in sorted(names)]
 
 
 def _cgroup_dirs(state: dict | None) -> list[Path]:

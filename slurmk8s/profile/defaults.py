@@ -40,6 +40,9 @@ DEFAULTS: dict[str, object] = {
     "spec.partitions[].default": False,
     "spec.partitions[].maxTime": "UNLIMITED",
     "spec.networkPolicy.enabled": True,
+    "spec.powerSaving.suspendTime": 300,
+    "spec.powerSaving.suspendTimeout": 120,
+    "spec.powerSaving.resumeTimeout": 600,
 }
 
 # Used when the profile lists no partitions: one default partition with every pool.

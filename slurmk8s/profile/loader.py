@@ -12,7 +12,7 @@ from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
 from slurmk8s.profile.model import (
-    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, Profile,
+    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
 from slurmk8s.profile.schema import describe_value, validate_schema
@@ -82,6 +82,11 @@ def _to_model(doc: dict, source: str) -> Profile:
         pools=tuple(sorted((_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
         partitions=_partitions(spec),
         network_policy=_get(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
+        power_saving=PowerSaving(
+            suspend_time=_get(spec.get("powerSaving", {}), "suspendTime", "spec.powerSaving.suspendTime"),
+            suspend_timeout=_get(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
+            resume_timeout=_get(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
+        ),
         source=source,
     )
 

@@ -107,6 +107,13 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class PowerSaving:
+    suspend_time: int
+    suspend_timeout: int
+    resume_timeout: int
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated, fully defaulted cluster profile."""
 
@@ -126,6 +133,7 @@ class Profile:
     pools: tuple[Pool, ...]
     partitions: tuple[Partition, ...]
     network_policy: bool
+    power_saving: PowerSaving
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

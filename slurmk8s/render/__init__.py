@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.bundle import Bundle, RequiredSecret
-from slurmk8s.render.k8s import accounting, cluster, controller, login, restapi, workers
+from slurmk8s.render.k8s import accounting, cluster, controller, login, power, restapi, workers
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
@@ -42,7 +42,12 @@ def render(profile: Profile) -> Bundle:
 
     objects: list[dict] = [cluster.build_namespace(profile)]
     objects += [service_account(profile, c) for c in naming.COMPONENTS if c in components]
+    elastic = bool(power.elastic_pools(profile))
+    if elastic:
+        objects += [power.build_role_power(profile), power.build_rolebinding_power(profile)]
     objects.append(cluster.build_configmap_slurm(profile, files))
+    if elastic:
+        objects.append(power.build_configmap_power(profile))
     if acc.enabled:
         objects.append(accounting.build_configmap_slurmdbd(profile, dbd_conf))
     if profile.login.replicas:
@@ -73,7 +78,8 @@ def render(profile: Profile) -> Bundle:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
         objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
-    objects.append(controller.build_statefulset_controller(profile, slurm_hash))
+    controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
+    objects.append(controller.build_statefulset_controller(profile, controller_hash))
     objects += [workers.build_statefulset_pool(profile, p, slurm_hash) for p in profile.pools]
     if profile.login.replicas:
         objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))

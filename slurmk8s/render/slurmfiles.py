@@ -12,6 +12,7 @@ import jinja2
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
 
+POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
 SLURM_KEY_PATH = "/etc/slurm/slurm.key"
 
@@ -58,6 +59,28 @@ def auth_lines(profile: Profile) -> list[str]:
     return lines
 
 
+def slurmctld_parameters(profile: Profile) -> list[str]:
+    """SlurmctldParameters the cluster needs."""
+    params = []
+    if versions.dialect(profile.version).needs_cloud_reg_addrs:
+        params.append("cloud_reg_addrs")
+    if any(p.elastic for p in profile.pools):
+        # A suspended node is idle again at once, so a new job may resume it.
+        params.append("idle_on_node_suspend")
+    return params
+
+
+def power_settings(profile: Profile) -> dict[str, object] | None:
+    """Power-saving settings when a pool is elastic; the nodes that never suspend are excluded."""
+    if not any(p.elastic for p in profile.pools):
+        return None
+    always_on = [naming.slurm_node_range(p.name, p.min_replicas if p.elastic else p.max_replicas)
+                 for p in profile.pools if (p.min_replicas if p.elastic else p.max_replicas)]
+    ps = profile.power_saving
+    return {"dir": POWER_DIR, "suspend_time": ps.suspend_time, "suspend_timeout": ps.suspend_timeout,
+            "resume_timeout": ps.resume_timeout, "exclude": ",".join(always_on)}
+
+
 def render_slurm_conf(profile: Profile) -> str:
     """slurm.conf: controllers, auth, plugins, accounting, every node of every pool, partitions."""
     nodes = [
@@ -98,7 +121,8 @@ def render_slurm_conf(profile: Profile) -> str:
         extra=list(profile.slurm_config),
         nodes=nodes,
         partitions=partitions,
-        cloud_reg_addrs=versions.dialect(profile.version).needs_cloud_reg_addrs,
+        slurmctld_parameters=",".join(slurmctld_parameters(profile)),
+        power=power_settings(profile),
     )
 
 

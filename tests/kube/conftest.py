@@ -56,3 +56,9 @@ def up(kubeconfig):
                       progress=lines.append, exec_in_controller=exec_fn)
         return plan, lines
     return run
+
+
+def object_count(profile) -> int:
+    """How many objects the profile renders (the numbers below follow the renderer)."""
+    from slurmk8s.actions.render import render_file
+    return len(render_file(str(profile)).objects)

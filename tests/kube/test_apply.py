@@ -8,7 +8,7 @@ import string
 
 import pytest
 
-from conftest import GPU_IB, KIND_DEV
+from conftest import GPU_IB, KIND_DEV, object_count
 from slurmk8s.actions.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.stages import STAGE_NAMES, stage_of
@@ -106,7 +106,7 @@ def test_second_up_of_the_same_profile_changes_nothing_and_says_so(stub, up):
     stub.reset_log()
     plan, lines = up(KIND_DEV)
     assert not plan.changed
-    assert "no changes: 24 objects unchanged, 2 of 2 secrets kept" in lines
+    assert f"no changes: {object_count(KIND_DEV)} objects unchanged, 2 of 2 secrets kept" in lines
     assert not stub.calls("POST") and not stub.calls("DELETE")
     after = {n: stub.get(f"{APPS}/statefulsets", n)["metadata"]["resourceVersion"] for n in before}
     assert after == before
@@ -114,8 +114,8 @@ def test_second_up_of_the_same_profile_changes_nothing_and_says_so(stub, up):
 
 def test_a_changed_profile_configures_only_what_changed(stub, up, edited_profile):
     up(KIND_DEV)
-    bigger = edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=3))
-    plan, lines = up(bigger)
+    tolerant = edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(tolerations=[{"operator": "Exists"}]))
+    plan, lines = up(tolerant)
     changed = {c.ref: c.action for c in plan.changes if c.action != "unchanged"}
     assert changed == {"StatefulSet/dev-cpu": "configured", "Secret/dev-auth-key": "kept",
                        "Secret/dev-db-password": "kept"}
@@ -164,7 +164,7 @@ def test_dry_run_on_an_empty_cluster_writes_nothing(stub, up):
     assert {r.q("dryRun") for r in stub.calls("PATCH")} == {"All"}
     assert not stub.calls("POST") and not stub.calls("DELETE")
     assert stub.names("/api/v1/namespaces") == []
-    assert plan.count("created") == 24 + 2
+    assert plan.count("created") == object_count(KIND_DEV) + 2
     assert any(line.startswith("  StatefulSet/dev-cpu would be created") for line in lines)
 
 
@@ -172,7 +172,8 @@ def test_dry_run_after_a_change_shows_the_change_and_writes_nothing(stub, up, ed
     up(KIND_DEV)
     rv = stub.get(f"{APPS}/statefulsets", "dev-cpu")["metadata"]["resourceVersion"]
     stub.reset_log()
-    plan, _ = up(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=3)), dry_run=True)
+    plan, _ = up(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(tolerations=[{"operator": "Exists"}])),
+                 dry_run=True)
     assert {c.ref for c in plan.changes if c.action == "configured"} == {"StatefulSet/dev-cpu"}
     assert {r.q("dryRun") for r in stub.calls("PATCH")} == {"All"}
     assert stub.get(f"{APPS}/statefulsets", "dev-cpu")["metadata"]["resourceVersion"] == rv
@@ -184,13 +185,32 @@ def test_diff_prints_a_unified_diff_of_the_change(stub, up, kubeconfig, edited_p
     from slurmk8s.kube.client import Access
     up(KIND_DEV)
     lines: list[str] = []
-    run_diff(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=3)), Access(kubeconfig),
-             echo=lines.append)
+    run_diff(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(tolerations=[{"operator": "Exists"}])),
+             Access(kubeconfig), echo=lines.append)
     text = "\n".join(lines)
     assert "--- live/StatefulSet/dev-cpu\n+++ applied/StatefulSet/dev-cpu" in text
-    assert "-  replicas: 2\n+  replicas: 3" in text
+    assert "+      tolerations:\n+      - operator: Exists" in text
     assert "ConfigMap/dev-slurm-config" not in text  # unchanged objects stay out of the diff
-    assert text.endswith("would change: 0 created, 1 configured, 23 unchanged, 0 pruned; secrets: 0 created, 2 kept")
+    assert text.endswith(f"would change: 0 created, 1 configured, {object_count(KIND_DEV) - 1} unchanged, 0 pruned; "
+                         "secrets: 0 created, 2 kept")
+
+
+def test_up_leaves_an_elastic_pools_live_replicas_to_slurm(stub, up, edited_profile):
+    up(KIND_DEV)
+    resumed = stub.get(f"{APPS}/statefulsets", "dev-cpu")
+    resumed["spec"]["replicas"] = 4  # Slurm's ResumeProgram scaled it meanwhile
+    stub.seed(f"{APPS}/statefulsets", resumed, managers=("slurmk8s", "python-urllib"))
+    plan, _ = up(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=1)))
+    assert stub.get(f"{APPS}/statefulsets", "dev-cpu")["spec"]["replicas"] == 4
+    assert "StatefulSet/dev-cpu" not in {c.ref for c in plan.changes if c.action == "configured"}
+
+
+def test_up_sets_replicas_of_a_fixed_size_pool(stub, up, edited_profile):
+    fixed = edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=2, minReplicas=2, maxReplicas=2))
+    up(fixed)
+    bigger = edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(replicas=3, minReplicas=3, maxReplicas=3))
+    up(bigger)
+    assert stub.get(f"{APPS}/statefulsets", "dev-cpu")["spec"]["replicas"] == 3
 
 
 def test_conflict_with_another_field_manager_is_one_clear_error(stub, up):

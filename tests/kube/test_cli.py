@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import KIND_DEV
+from conftest import KIND_DEV, object_count
 
 
 def slurmk8s(*args: str, env_extra: dict | None = None, home: str = "/nonexistent") -> subprocess.CompletedProcess:
@@ -91,8 +91,9 @@ def test_kubeconfig_env_and_context_are_honoured(stub, kubeconfig):
 def test_up_twice_then_status_then_down(stub, kubeconfig):
     first = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
     second = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
-    assert first.returncode == 0 and "24 created, 0 configured" in first.stdout
-    assert second.stdout.splitlines()[-1] == "no changes: 24 objects unchanged, 2 of 2 secrets kept"
+    n = object_count(KIND_DEV)
+    assert first.returncode == 0 and f"{n} created, 0 configured" in first.stdout
+    assert second.stdout.splitlines()[-1] == f"no changes: {n} objects unchanged, 2 of 2 secrets kept"
     status = slurmk8s("status", KIND_DEV, "--kubeconfig", kubeconfig)
     assert status.returncode == 0, status.stderr
     assert re.search(r"^StatefulSet/dev-cpu +2/2 ready$", status.stdout, re.M)
@@ -102,7 +103,7 @@ def test_up_twice_then_status_then_down(stub, kubeconfig):
     no_yes = slurmk8s("down", KIND_DEV, "--kubeconfig", kubeconfig, "--delete-data")
     assert no_yes.returncode == 2 and "add --yes" in no_yes.stderr
     gone = slurmk8s("down", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert gone.returncode == 0 and "deleted 23 object(s) of cluster dev" in gone.stdout
+    assert gone.returncode == 0 and f"deleted {n - 1} object(s) of cluster dev" in gone.stdout
 
 
 def test_help_and_render_never_import_the_kubernetes_client():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import KIND_DEV
+from conftest import KIND_DEV, object_count
 from slurmk8s.errors import UsageError
 
 NS = "/api/v1/namespaces/slurm"
@@ -43,7 +43,7 @@ def deleted_paths(stub):
 def test_down_removes_workloads_and_keeps_claims_secrets_and_namespace(running, kubeconfig):
     plan, out = down(kubeconfig)
     paths = deleted_paths(running)
-    assert len(paths) == 24 - 1  # every applied object but the Namespace
+    assert len(paths) == object_count(KIND_DEV) - 1  # every applied object but the Namespace
     assert not [p for p in paths if "/secrets/" in p or "/persistentvolumeclaims/" in p]
     assert "/api/v1/namespaces/slurm" not in paths
     assert running.names(f"{NS}/secrets") == ["dev-auth-key", "dev-db-password"]
@@ -92,7 +92,7 @@ def test_down_dry_run_deletes_nothing(running, kubeconfig):
     plan, out = down(kubeconfig, dry_run=True)
     assert {r.q("dryRun") for r in running.calls("DELETE")} == {"All"}
     assert len(running.names("/apis/apps/v1/namespaces/slurm/statefulsets")) == 5
-    assert out[-2] == "dry run: would delete 23 object(s) of cluster dev"
+    assert out[-2] == f"dry run: would delete {object_count(KIND_DEV) - 1} object(s) of cluster dev"
 
 
 def test_down_leaves_objects_that_are_not_ours(running, kubeconfig):

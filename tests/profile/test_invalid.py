@@ -38,6 +38,8 @@ def edit(old: str, new: str) -> str:
 
 
 POOL_FIELDS = "cpus, features, gpus, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, tolerations"
+DNS1035 = ("a DNS-1035 label (lowercase letters, digits and '-', starting with a letter "
+           "and ending with a letter or digit)")
 VERSIONS = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"
 
 # (id, file content (None: no file), expected stderr lines)
@@ -93,11 +95,11 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
     ("cluster-name-too-long", edit("name: demo", "name: " + "c" * 41),
      [f"bad.yaml:4:9: metadata.name: '{'c' * 41}' is 41 characters long; the maximum is 40"]),
     ("name-not-dns-label", edit("name: demo", "name: Demo_1"),
-     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
-      "ending with a letter or digit), found 'Demo_1'"]),
+     [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found 'Demo_1'"]),
+    ("name-starts-with-digit", edit("name: demo", "name: 1demo"),
+     [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found '1demo'"]),
     ("name-trailing-newline", edit("name: demo", 'name: "demo\\n"'),
-     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
-      "ending with a letter or digit), found 'demo\\n'"]),
+     [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found 'demo\\n'"]),
     ("owned-slurm-key", BASE + "  slurm:\n    config:\n      SlurmctldHost: elsewhere\n      SchedulerType: sched/backfill\n",
      ["bad.yaml:13:7: spec.slurm.config.SlurmctldHost: 'SlurmctldHost' is set by the generator and cannot be overridden here"]),
     ("owned-slurm-key-any-case", BASE + "  slurm:\n    config: {authtype: auth/none}\n",
@@ -149,8 +151,7 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      ["bad.yaml:11:17: spec.topology.x: cannot read value: month must be in 1..12"]),
     ("every-error-at-once",
      edit("name: demo", "name: Demo").replace("replicas: 1", "replicas: -1").replace("cpus: 2\n", "cpus: 2\n      bogus: 1\n"),
-     ["bad.yaml:4:9: metadata.name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and "
-      "ending with a letter or digit), found 'Demo'",
+     [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found 'Demo'",
       "bad.yaml:8:17: spec.pools[0].replicas: -1 is less than the minimum of 0",
       f"bad.yaml:10:7: spec.pools[0].bogus: unknown field (allowed: {POOL_FIELDS})"]),
     ("every-cross-field-error-at-once",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.slurmfiles import POWER_DIR
 from slurmk8s.render.k8s.common import (
     Obj, headless_service, meta, init_config_container, mounts_config, pod_spec, pvc_template,
     statefulset, volume_config,
@@ -46,10 +47,16 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
                                                               {"name": "run", "mountPath": "/run/slurmctld"}],
     }
     volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
+    extra: Obj = {}
+    if any(p.elastic for p in profile.pools):
+        # ResumeProgram/SuspendProgram run here and scale the pools with this pod's ServiceAccount.
+        volumes.append({"name": "power", "configMap": {"name": naming.power_config_map(profile.name), "defaultMode": 0o555}})
+        slurmctld["volumeMounts"].append({"name": "power", "mountPath": POWER_DIR, "readOnly": True})
+        extra["automountServiceAccountToken"] = True
     pod = pod_spec(profile, naming.CONTROLLER,
                    [slurmctld],
                    [init_config_container(profile, image, script, extra_mounts)],
-                   volumes)
+                   volumes, extra)
     claims = []
     if profile.controller_replicas == 1:
         claims = [pvc_template("statesave", profile.controller_storage.size, profile.controller_storage.storage_class)]

@@ -1,0 +1,129 @@
+"""Benchmark the core: a 10,000-node profile through load + validate + render, and CLI start-up.
+
+Run: python bench/render.py [--repeat N]. Prints a table with the targets of issue 2
+(render < 1 s and < 200 MB for 10,000 nodes; `slurmk8s --help` < 0.3 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import yaml
+
+from slurmk8s.output.plain import plain_tree
+from slurmk8s.profile import load_profile
+from slurmk8s.render import render
+
+ROOT = Path(__file__).resolve().parents[1]
+POOLS, NODES_PER_POOL = 40, 250
+
+
+def big_profile() -> bytes:
+    """40 pools x 250 maxReplicas = 10,000 Slurm nodes; GPUs and RDMA on every other pool."""
+    pools = []
+    for i in range(POOLS):
+        pool = {"name": f"pool{i:02d}", "replicas": 8, "minReplicas": 0, "maxReplicas": NODES_PER_POOL,
+                "cpus": 96, "memory": "1800Gi", "features": [f"rack{i % 8}"]}
+        if i % 2 == 0:
+            pool["gpus"] = {"count": 8, "type": "h100"}
+            pool["rdma"] = {"resource": "rdma/hca_shared_devices_a", "networks": ["ib-0", "ib-1"],
+                            "hugepages": {"size": "2Mi", "amount": "16Gi"}}
+        pools.append(pool)
+    doc = {
+        "apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile",
+        "metadata": {"name": "bench", "namespace": "hpc"},
+        "spec": {"slurm": {"version": "26.05"}, "controller": {"replicas": 2}, "restapi": {"enabled": True},
+                 "pools": pools,
+                 "partitions": [{"name": "all", "pools": [p["name"] for p in pools], "default": True},
+                                {"name": "gpu", "pools": [p["name"] for p in pools if "gpus" in p]}]},
+    }
+    return yaml.safe_dump(doc, sort_keys=False).encode()
+
+
+def core(data: bytes) -> int:
+    """load + validate + render; returns the object count (so the work cannot be skipped)."""
+    return len(render(load_profile(data, "bench.yaml")).objects)
+
+
+def best_of(n: int, fn, *args) -> float:
+    """Best wall time of n calls."""
+    times = []
+    for _ in range(n):
+        gc.collect()
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def cli_median(args: list[str], n: int = 5) -> float:
+    """Median wall time of a CLI run in a fresh process (stdout discarded; failure aborts)."""
+    exe = shutil.which("slurmk8s")
+    cmd = [exe] if exe else [sys.executable, "-m", "slurmk8s.cli"]
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        subprocess.run(cmd + args, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs per timing (best of N)")
+    args = parser.parse_args()
+
+    data = big_profile()
+    profile = load_profile(data, "bench.yaml")
+    nodes = sum(p.max_replicas for p in profile.pools)
+    assert nodes == POOLS * NODES_PER_POOL, nodes
+    bundle = render(profile)
+
+    t_load = best_of(args.repeat, load_profile, data, "bench.yaml")
+    t_core = best_of(args.repeat, core, data)
+    t_tree = best_of(args.repeat, lambda: plain_tree(render(load_profile(data, "bench.yaml"))))
+
+    tracemalloc.start()
+    core(data)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    maxrss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "bench.yaml"
+        big.write_bytes(data)
+        t_help = cli_median(["--help"])
+        t_small = cli_median(["render", "profiles/kind-dev.yaml", "-o", "-"])
+        t_big = cli_median(["render", str(big), "-o", "-"])
+
+    rows = [
+        (f"profile: {nodes} nodes, {len(profile.pools)} pools, {len(bundle.objects)} objects", "", ""),
+        ("load + validate (best of %d)" % args.repeat, f"{t_load * 1000:.0f} ms", ""),
+        ("load + validate + render (best of %d)" % args.repeat, f"{t_core * 1000:.0f} ms", "< 1000 ms"),
+        ("... + plain tree as YAML text", f"{t_tree * 1000:.0f} ms", ""),
+        ("peak Python memory of load+render (tracemalloc)", f"{peak / 2**20:.1f} MB", "< 200 MB"),
+        ("peak RSS of this process (ru_maxrss)", f"{maxrss_mb:.1f} MB", "< 200 MB"),
+        ("`slurmk8s --help` (median of 5)", f"{t_help * 1000:.0f} ms", "< 300 ms"),
+        ("`slurmk8s render kind-dev.yaml -o -` (median of 5)", f"{t_small * 1000:.0f} ms", ""),
+        ("`slurmk8s render <10,000 nodes> -o -` (median of 5)", f"{t_big * 1000:.0f} ms", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>10}  target")
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:>10}  {target}")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Elastic pools: Slurm's power saving scales the pools' StatefulSets (ResumeProgram/SuspendProgram).
+
+The scripts (render/scripts/power.py) run inside slurmctld with the controller's ServiceAccount;
+RBAC lets that account get/patch statefulsets/scale of exactly the elastic pools, nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.common import Obj, meta
+from slurmk8s.render.slurmfiles import POWER_DIR
+
+
+
+@lru_cache(maxsize=1)
+def power_script() -> str:
+    """The resume/suspend program shipped in the ConfigMap."""
+    return resources.files("slurmk8s.render").joinpath("scripts/power.py").read_text("utf-8")
+
+
+def elastic_pools(profile: Profile):
+    """Pools whose size Slurm changes (minReplicas < maxReplicas)."""
+    return [p for p in profile.pools if p.elastic]
+
+
+def power_config(profile: Profile) -> str:
+    """pools.json: which StatefulSet each elastic pool is, and its range."""
+    pools = {p.name: {"statefulset": naming.pool_statefulset(profile.name, p.name), "min": p.min_replicas,
+                      "max": p.max_replicas} for p in elastic_pools(profile)}
+    return json.dumps({"namespace": profile.namespace, "pools": pools}, indent=2, sort_keys=True) + "\n"
+
+
+def build_configmap_power(profile: Profile) -> Obj:
+    """power.py, pools.json and the two programs slurm.conf names."""
+    wrapper = "#!/bin/sh\nexec python3 {dir}/power.py {verb} \"$1\"\n"
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": meta(profile, naming.power_config_map(profile.name), naming.CONTROLLER),
+            "data": {"pools.json": power_config(profile), "power.py": power_script(),
+                     "resume": wrapper.format(dir=POWER_DIR, verb="resume"),
+                     "suspend": wrapper.format(dir=POWER_DIR, verb="suspend")}}
+
+
+def build_role_power(profile: Profile) -> Obj:
+    """get/patch on statefulsets/scale of the elastic pools only."""
+    names = sorted(naming.pool_statefulset(profile.name, p.name) for p in elastic_pools(profile))
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": meta(profile, naming.role(profile.name, "power"), naming.CONTROLLER),
+            "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
+                       "resourceNames": names, "verbs": ["get", "patch"]}]}
+
+
+def build_rolebinding_power(profile: Profile) -> Obj:
+    """Bind the power Role to the controller's ServiceAccount."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": meta(profile, naming.role(profile.name, "power"), naming.CONTROLLER),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": naming.role(profile.name, "power")},
+            "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.CONTROLLER),
+                          "namespace": profile.namespace}]}

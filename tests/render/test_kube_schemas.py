@@ -1,0 +1,41 @@
+"""Every rendered object validates strictly against the Kubernetes schemas of each minor we claim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+from kubernetes_validate.utils import SchemaNotFoundError, ValidationError, all_versions
+
+from slurmk8s.actions.render import render_file
+
+# The minors we claim (issue 2: at least 1.29 through 1.34), as kubernetes-validate names them.
+KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(29, 35)]
+
+
+def test_kubernetes_validate_has_every_claimed_version() -> None:
+    assert set(KUBERNETES_VERSIONS) <= set(all_versions())
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_object_validates_strictly(example_profile: Path, version: str) -> None:
+    bundle = render_file(example_profile)
+    assert bundle.objects
+    failures = []
+    for obj in bundle.objects:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except (ValidationError, SchemaNotFoundError) as e:
+            failures.append(f"{obj['kind']}/{obj['metadata']['name']}: {type(e).__name__}: {e}")
+    assert failures == []
+
+
+@pytest.mark.parametrize("obj, error", [
+    ({"apiVersion": "v1", "kind": "SlurmCluster", "metadata": {"name": "x"}}, SchemaNotFoundError),
+    ({"apiVersion": "slurmk8s.io/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, SchemaNotFoundError),
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "dataa": {}}, ValidationError),
+], ids=["unknown-kind", "unknown-apiversion", "unknown-field-strict"])
+def test_the_check_itself_can_fail(obj: dict, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSIONS[0], strict=True)
