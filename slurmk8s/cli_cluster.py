@@ -53,6 +53,20 @@ def register(app: typer.Typer) -> None:
         _run(verbose, lambda: run_up(profile, _access(kubeconfig, context), options, echo=typer.echo))
 
     @app.command()
+    def scale(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+              pool: str = typer.Argument(..., help="Pool name."),
+              replicas: int = typer.Argument(..., help="Pods the pool should run (minReplicas..maxReplicas)."),
+              lab: bool = typer.Option(False, "--lab", help="Scale the pool of this profile's running lab (`slurmk8s lab up`)."),
+              timeout: float = typer.Option(24 * 3600, "--timeout", help="Seconds to wait for jobs on the nodes that go."),
+              kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
+              context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
+        """Scale a pool: up at once; down after draining the highest ordinals and waiting for their jobs."""
+        from slurmk8s.actions.scale import run_scale
+        _run(verbose, lambda: run_scale(profile, pool, replicas, lab, timeout, _access(kubeconfig, context),
+                                        verbose, echo=typer.echo))
+
+    @app.command()
     def diff(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
              kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
              context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),

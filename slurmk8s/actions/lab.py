@@ -2,23 +2,61 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from slurmk8s.actions.render import render_file
 from slurmk8s.lab import cluster, sandbox
+from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.supervisor import FAILED, READY
 from slurmk8s.lab.verify import Check, run_checks
 
 
-def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = print) -> cluster.Lab:
-    """Render the profile and boot the bundle; the daemons keep running after we return."""
+def supervisor_log(lab_id: str) -> Path:
+    """Where the `lab up` supervisor writes (kept after a failure, removed by `lab down`)."""
+    return cluster.LAB_ROOT / f"{lab_id}.supervisor.log"
+
+
+def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = print,
+           deadline_s: float = 1800) -> str:
+    """Boot the profile's lab in a supervisor process that keeps serving it; returns the lab id.
+
+    The supervisor answers the scale API the lab's ResumeProgram/SuspendProgram call, so it
+    must outlive this command; `lab down` stops it.
+    """
     bundle = render_file(profile)
+    sandbox.preflight()
+    lab_id = cluster.lab_id_of(bundle)
+    cluster.down(lab_id)
+    log_path = supervisor_log(lab_id)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    lab = cluster.boot(bundle, Path(rootfs_cache) if rootfs_cache else None, log=log)
-    log(f"lab {lab.lab_id} up in {time.monotonic() - started:.1f} s: {len(lab.pods)} pods")
-    log(f"run Slurm commands with: slurmk8s lab exec {profile} -- sinfo")
-    return lab
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "slurmk8s.lab.supervisor", str(Path(profile).resolve()),
+                                 rootfs_cache or ""], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    shown = 0
+    while True:
+        lines = log_path.read_text().splitlines()
+        for line in lines[shown:]:
+            if line == READY:
+                log(f"lab {lab_id} up in {time.monotonic() - started:.1f} s")
+                log(f"run Slurm commands with: slurmk8s lab exec {profile} -- sinfo")
+                return lab_id
+            if line.startswith(FAILED):
+                proc.wait(timeout=60)
+                raise LabError(line.removeprefix(f"{FAILED}: "))
+            log(line)
+        shown = len(lines)
+        if proc.poll() is not None:
+            raise LabError(f"the lab supervisor exited {proc.returncode}; see {log_path}")
+        if time.monotonic() - started > deadline_s:
+            cluster.down(lab_id)
+            raise LabError(f"the lab did not boot within {deadline_s:.0f} s; see {log_path}")
+        time.sleep(0.1)
 
 
 def lab_exec(profile: str, argv: list[str], pod: str | None = None):
@@ -29,7 +67,11 @@ def lab_exec(profile: str, argv: list[str], pod: str | None = None):
 
 def lab_down(profile: str) -> list[str]:
     """Tear the profile's lab down; what could not be removed (empty when clean)."""
-    return cluster.down(cluster.lab_id_of(render_file(profile)))
+    lab_id = cluster.lab_id_of(render_file(profile))
+    left = cluster.down(lab_id)
+    if not left:
+        supervisor_log(lab_id).unlink(missing_ok=True)
+    return left
 
 
 def lab_verify(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = print) -> list[Check]:

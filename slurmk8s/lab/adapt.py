@@ -61,3 +61,24 @@ def gpu_adaptations(pods: list[Pod]) -> list[Adaptation]:
         return []
     return [Adaptation(f"fake GPU device files /dev/nvidia* in {', '.join(with_gpus)}",
                        "no GPUs here; gres.conf File= and ConstrainDevices still act on them")]
+
+
+def v1_cgroup_conf(text: str) -> str:
+    """A rendered cgroup.conf with CgroupPlugin=cgroup/v1 (this host mounts cgroup v1 only)."""
+    return text.replace("CgroupPlugin=cgroup/v2", "CgroupPlugin=cgroup/v1")
+
+
+def host_fence_adaptation(node: str, cpus: str, memory_bytes: int, allowed_gpus: tuple[int, ...] | None) -> Adaptation:
+    """Side-by-side host mode: the shared node's slurmd runs in a sandbox, its systemd slice applied as cgroup v1.
+
+    On a real node systemd puts slurmd in slurm.slice (cgroup v2: AllowedCPUs, MemoryMax,
+    DevicePolicy) and the job steps in slurmstepd.scope with the same limits. Slurm's cgroup/v1
+    plugin instead puts the jobs at <controller>/slurm_<node>, so the lab creates exactly those
+    groups with the slice's limits (cpuset.cpus, memory.limit_in_bytes, devices.deny of the GPUs
+    the slice does not allow) and starts slurmd inside them.
+    """
+    devices = "" if allowed_gpus is None else f", devices.deny of every GPU but {','.join(map(str, allowed_gpus)) or 'none'}"
+    return Adaptation(
+        f"host-mode node {node}: slurmd in a sandbox, its systemd slice as cgroup v1 slurm_{node} groups "
+        f"(cpuset.cpus={cpus}, memory.limit_in_bytes={memory_bytes}{devices})",
+        "no systemd or cgroup v2 here; Slurm's cgroup/v1 plugin nests the jobs under slurm_<node>")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
-import stat
 import subprocess
 import threading
 import time
@@ -73,7 +73,11 @@ class Lab:
                  "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
                                    "containers": self._pids.get(p.name, {})}
                           for p in self.pods if self.network and p.name in self.network.pods}}
-        (self.lab_dir / "lab.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+        state["api"] = getattr(self, "_admin", None)
+        state["supervisor"] = getattr(self, "_supervisor", None)
+        path = self.lab_dir / "lab.json"
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(state, indent=1, sort_keys=True))
 
     def __post_init__(self) -> None:
         self._pids: dict[str, dict[str, int]] = {}
@@ -221,6 +225,14 @@ class Lab:
     def exec(self, argv: list[str], pod: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run a command in a pod (default: the first login pod, else the controller)."""
         return exec_in_lab(self.lab_id, argv, pod, timeout)
+
+    def publish_admin_access(self) -> None:
+        """Record in lab.json (root only) how `slurmk8s scale --lab` reaches the scale API."""
+        if self.api:
+            self._admin = {"address": self.api.address, "port": self.api.port, "token": self.api.admin_token(),
+                           "ca": str(self.api.ca_file)}
+        self._supervisor = os.getpid()
+        self.save()
 
     def down(self) -> list[str]:
         if self.api:
@@ -416,10 +428,25 @@ def wait_nodes_idle(lab: Lab, deadline_s: float = 60) -> None:
 
 def down(lab_id: str) -> list[str]:
     """Stop everything of the lab and remove its files; idempotent. Returns what is left (empty = clean)."""
+    _stop_supervisor(lab_id)
     left = sandbox.teardown(lab_id)
     if not left:
         shutil.rmtree(lab_dir_of(lab_id), ignore_errors=True)
     return left
+
+
+def _stop_supervisor(lab_id: str, deadline_s: float = 60) -> None:
+    """SIGTERM the `lab up` supervisor of this lab (not ourselves) and wait for it to finish its teardown."""
+    try:
+        pid = json.loads((lab_dir_of(lab_id) / "lab.json").read_text()).get("supervisor")
+    except (OSError, ValueError):
+        return
+    if not pid or pid == os.getpid() or not _alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + deadline_s
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.1)
 
 
 def _memory_mib() -> int:

@@ -564,9 +564,22 @@ def leftovers(lab_id: str) -> list[str]:
     found += [f"process {pid} ({_comm(pid)}) of {where}" for pid, where in sorted(procs.items())]
     found += [f"netns {n}" for n in _our_netns(prefix)]
     found += [f"link {n}" for n in _our_links(prefix)]
-    found += [f"cgroup dir {d}" for d in _cgroup_dirs(state)]
+    # A dir with live tasks belongs to another lab that uses the same Slurm node name.
+    found += [f"cgroup dir {d}" for d in _cgroup_dirs(state) if not _cgroup_tasks(d)]
     found += [f"mount {m}" for m in _mounts_under((state or {}).get("lab_dir"))]
     return found
+
+
+def _cgroup_tasks(top: Path) -> list[int]:
+    """Every task in a cgroup v1 tree."""
+    tasks = []
+    for dirpath, _dirs, files in os.walk(top):
+        if "tasks" in files:
+            try:
+                tasks += [int(t) for t in Path(dirpath, "tasks").read_text().split()]
+            except OSError:
+                continue
+    return tasks
 
 
 def teardown(lab_id: str, deadline_s: float = 10, log: Callable[[str], None] | None = None) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Callable
 from slurmk8s.lab.errors import LabError
 from slurmk8s.render import Bundle
 
+ADMIN = "lab-admin"
 SCALE_PATH = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/statefulsets/([^/]+)/scale$")
 
 
@@ -65,6 +66,12 @@ class ScaleAPI:
     port: int = 443  # where kubernetes.default.svc answers
     tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # token -> (namespace, serviceaccount)
     calls: list[tuple[str, str, int]] = field(default_factory=list)  # (method, statefulset, status)
+
+    def admin_token(self) -> str:
+        """A token allowed to get/patch every StatefulSet's scale (what `slurmk8s scale --lab` uses, like a kubeconfig)."""
+        token = self.token_for("", ADMIN)
+        self.grants.append(Grant("", ADMIN, frozenset({"get", "patch"}), frozenset()))
+        return token
 
     def token_for(self, namespace: str, service_account: str) -> str:
         """A bearer token that authenticates as that ServiceAccount."""
@@ -111,7 +118,7 @@ class ScaleAPI:
                 if who is None:
                     api.calls.append((verb, name, 401))
                     return self._reply(401, {"kind": "Status", "code": 401, "message": "Unauthorized"})
-                allowed = any(g.namespace == namespace and (g.namespace, g.service_account) == who
+                allowed = any(g.namespace in (namespace, "") and (g.namespace, g.service_account) == who
                               and verb in g.verbs and (not g.names or name in g.names) for g in api.grants)
                 if not allowed:
                     api.calls.append((verb, name, 403))

@@ -1,0 +1,102 @@
+"""`scale PROFILE POOL N`: up at once; down only after the nodes that go are drained and run no job.
+
+A StatefulSet removes its highest ordinals first, so scaling from R to N removes Slurm
+nodes <pool>-N .. <pool>-(R-1): exactly those are drained, waited for, and handed back to
+Slurm's power saving (powered down, CLOUD) once their pods are gone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from slurmk8s import naming
+from slurmk8s.errors import ClusterError, UsageError
+from slurmk8s.render import Bundle
+
+SlurmFn = Callable[[list[str]], str]  # run a Slurm command in the controller; raises on failure
+DRAIN_REASON = "slurmk8s scale: pod will be removed"
+
+
+@dataclass
+class PoolAccess:
+    """How to read and set a pool StatefulSet's replicas, and run Slurm commands, on some cluster."""
+
+    get_replicas: Callable[[str], int]
+    set_replicas: Callable[[str, int], None]
+    slurm: SlurmFn
+
+
+def pool_range(bundle: Bundle, pool: str) -> tuple[str, int, int]:
+    """(StatefulSet, minReplicas, maxReplicas) of a pool, from the rendered annotations."""
+    name = naming.pool_statefulset(bundle.cluster, pool)
+    try:
+        sts = bundle.find("StatefulSet", name)
+    except KeyError:
+        pools = sorted(o["metadata"]["labels"][naming.LABEL_POOL] for o in bundle.of_kind("StatefulSet")
+                       if naming.LABEL_POOL in o["metadata"]["labels"])
+        raise UsageError(f"no pool {pool!r} in cluster {bundle.cluster} (pools: {', '.join(pools)})") from None
+    notes = sts["metadata"]["annotations"]
+    return name, int(notes[naming.ANNOTATION_MIN_REPLICAS]), int(notes[naming.ANNOTATION_MAX_REPLICAS])
+
+
+def checked_target(bundle: Bundle, pool: str, replicas: int) -> str:
+    """The pool's StatefulSet; UsageError (exit 2) for an unknown pool or a count outside min..max."""
+    sts, low, high = pool_range(bundle, pool)
+    if not low <= replicas <= high:
+        raise UsageError(f"pool {pool}: {replicas} is outside minReplicas..maxReplicas ({low}..{high})")
+    return sts
+
+
+def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, timeout_s: float = 24 * 3600,
+               poll_s: float = 2.0, log: Callable[[str], None] = print) -> int:
+    """Scale a pool without killing a job; returns the replicas before. UsageError outside min..max."""
+    sts = checked_target(bundle, pool, replicas)
+    current = access.get_replicas(sts)
+    if replicas >= current:
+        if replicas > current:
+            access.set_replicas(sts, replicas)
+        log(f"pool {pool}: {current} -> {replicas} replicas")
+        return current
+    going = [naming.slurm_node_name(pool, i) for i in range(replicas, current)]
+    nodes = ",".join(going)
+    access.slurm(["scontrol", "update", f"nodename={nodes}", "state=drain", f"reason={DRAIN_REASON}"])
+    log(f"pool {pool}: draining {nodes}; waiting for their jobs to finish")
+    end = time.monotonic() + timeout_s
+    while True:
+        jobs = access.slurm(["squeue", "-h", "-w", nodes, "-o", "%i %T"]).split("\n")
+        jobs = [j for j in jobs if j.strip()]
+        if not jobs:
+            break
+        if time.monotonic() > end:
+            raise ClusterError(f"pool {pool}: jobs still running on {nodes} after {timeout_s:.0f} s "
+                               f"({'; '.join(jobs)}); the nodes stay drained and the pool keeps {current} replicas")
+        time.sleep(poll_s)
+    access.set_replicas(sts, replicas)
+    # The pods are going: hand the nodes back to power saving (powered down, no longer drained).
+    access.slurm(["scontrol", "update", f"nodename={nodes}", "state=power_down_force"])
+    access.slurm(["scontrol", "update", f"nodename={nodes}", "state=resume"])
+    log(f"pool {pool}: {current} -> {replicas} replicas; {nodes} powered down")
+    return current
+
+
+def run_scale(profile_path: str, pool: str, replicas: int, lab: bool, timeout_s: float, access,
+              verbose: bool = False, echo: Callable[[str], None] = print) -> int:
+    """`slurmk8s scale`: against Kubernetes, or the profile's running lab with --lab."""
+    from slurmk8s.actions.render import render_file
+    bundle = render_file(profile_path)
+    checked_target(bundle, pool, replicas)  # refused before any connection
+    if lab:
+        from slurmk8s.lab.access import lab_pool_access
+        get, put, slurm = lab_pool_access(bundle)
+    else:
+        from slurmk8s.actions.up import controller_pod
+        from slurmk8s.kube import scale as kscale
+        from slurmk8s.kube.client import connect
+        from slurmk8s.kube.execpod import controller_exec
+        kube = connect(access, verbose=verbose)
+        get = lambda sts: kscale.get_replicas(kube, bundle.namespace, sts)  # noqa: E731
+        put = lambda sts, n: kscale.set_replicas(kube, bundle.namespace, sts, n)  # noqa: E731
+        slurm = controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
+    return scale_pool(bundle, pool, replicas, PoolAccess(get, put, slurm), timeout_s, log=echo)
