@@ -37,14 +37,27 @@ def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML)."))
 @app.command()
 def render(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
            output: str = typer.Option(..., "-o", "--output", help="Output directory, or - for one YAML stream."),
-           fmt: str = typer.Option("plain", "--format", help="plain (more formats: see the GitOps issue).")) -> None:
+           fmt: str = typer.Option("plain", "--format",
+                                   help="plain | kustomize | helm | argocd (see docs/gitops.md)."),
+           repo_url: Optional[str] = typer.Option(None, "--repo-url",
+                                                  help="argocd: the git repository Argo CD reads the tree from."),
+           revision: str = typer.Option("HEAD", "--revision", help="argocd: the git revision to track."),
+           repo_path: Optional[str] = typer.Option(None, "--repo-path",
+                                                   help="argocd: the tree's path in the repository (default: -o).")) -> None:
     """Render every Kubernetes object and Slurm file of a profile."""
-    from slurmk8s.actions.render import render_to
-    if fmt != "plain":
-        raise typer.BadParameter(f"unknown format {fmt!r}; available: plain", param_hint="--format")
-    written = render_to(profile, output)
+    from slurmk8s.actions.render import FORMATS, render_to
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; available: {', '.join(FORMATS)}", param_hint="--format")
+    written = render_to(profile, output, fmt, repo_url=repo_url, revision=revision, repo_path=repo_path)
     if output != "-":
         typer.echo(f"wrote {len(written)} files to {output}")
+
+
+@app.command()
+def fence(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) -> None:
+    """Print how each shared node shape is split between Slurm, Kubernetes and the system (checked first)."""
+    from slurmk8s.actions.fence import fence_plan_text
+    typer.echo(fence_plan_text(profile), nl=False)
 
 
 def _register_command_groups() -> None:

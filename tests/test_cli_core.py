@@ -98,7 +98,7 @@ def test_render_refuses_a_foreign_directory(slurmk8s, tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, code, stderr_start", [
     (["validate", "missing.yaml"], 2, "missing.yaml: no such file\n"),
     (["render", "missing.yaml", "-o", "-"], 2, "missing.yaml: no such file\n"),
-    (["render", GPU_IB, "-o", "-", "--format", "helm"], 2, "Usage:"),
+    (["render", GPU_IB, "-o", "-", "--format", "nope"], 2, "Usage:"),
     (["frobnicate"], 2, "Usage:"),
     (["validate"], 2, "Usage:"),
 ], ids=["validate-missing", "render-missing", "unknown-format", "unknown-command", "missing-argument"])

@@ -1,14 +1,18 @@
-"""`render`: profile -> files on disk or a YAML stream."""
+"""`render`: profile -> files on disk (plain, kustomize, helm, argocd) or a YAML stream."""
 
 from __future__ import annotations
 
+import posixpath
 import sys
 from pathlib import Path
 
 from slurmk8s.actions.files import read_profile
+from slurmk8s.errors import UsageError
 from slurmk8s.output.plain import plain_tree, write_tree
 from slurmk8s.output.yamlout import dump_all
 from slurmk8s.render import Bundle, render
+
+FORMATS = ("plain", "kustomize", "helm", "argocd")
 
 
 def render_file(profile_path: str) -> Bundle:
@@ -16,10 +20,43 @@ def render_file(profile_path: str) -> Bundle:
     return render(read_profile(profile_path))
 
 
-def render_to(profile_path: str, out: str) -> list[str]:
-    """Render into directory out, or to stdout when out is '-'."""
+def build_tree(bundle: Bundle, fmt: str, repo_url: str | None = None, revision: str = "HEAD",
+               repo_path: str | None = None) -> dict[str, str]:
+    """Relative path -> content of the rendering in format fmt (see FORMATS)."""
+    if fmt == "plain":
+        return plain_tree(bundle)
+    if fmt == "kustomize":
+        from slurmk8s.output.kustomize import kustomize_tree
+        return kustomize_tree(bundle)
+    if fmt == "helm":
+        from slurmk8s.output.helm import helm_tree
+        return helm_tree(bundle)
+    if fmt == "argocd":
+        from slurmk8s.output.argocd import argocd_tree
+        if not repo_url:
+            raise UsageError("--format argocd needs --repo-url: the git repository Argo CD reads this tree from")
+        if not repo_path or repo_path.startswith("/") or ".." in repo_path.split("/"):
+            raise UsageError(f"--repo-path {repo_path!r}: give the tree's path inside the repository, relative, "
+                             "without '..'")
+        return argocd_tree(bundle, repo_url, revision, posixpath.normpath(repo_path))
+    raise UsageError(f"--format {fmt!r}: unknown format; available: {', '.join(FORMATS)}")
+
+
+def render_to(profile_path: str, out: str, fmt: str = "plain", repo_url: str | None = None,
+              revision: str = "HEAD", repo_path: str | None = None) -> list[str]:
+    """Render into directory out, or to stdout when out is '-' (plain objects, or with sync waves for argocd)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: unknown format; available: {', '.join(FORMATS)}")
     bundle = render_file(profile_path)
     if out == "-":
-        sys.stdout.write(dump_all(bundle.objects))
+        if fmt == "argocd":  # what the Argo CD plugin prints
+            from slurmk8s.output.argocd import waved_objects
+            sys.stdout.write(dump_all(waved_objects(bundle)))
+        elif fmt == "plain":
+            sys.stdout.write(dump_all(bundle.objects))
+        else:
+            raise UsageError(f"--format {fmt} writes a directory; -o - prints only plain or argocd")
         return []
-    return write_tree(plain_tree(bundle), Path(out))
+    if fmt == "argocd" and repo_path is None:
+        repo_path = Path(out).as_posix()
+    return write_tree(build_tree(bundle, fmt, repo_url, revision, repo_path), Path(out))

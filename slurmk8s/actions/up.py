@@ -68,5 +68,10 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
         return plan
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
+    from slurmk8s.actions.accounts import apply_accounts, run_from_exec
+    from slurmk8s.actions.files import read_profile
+    applied = apply_accounts(read_profile(profile_path), run_from_exec(run_exec), log=echo)
+    if applied:
+        echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
     echo(f"cluster {bundle.cluster} is ready")
     return plan

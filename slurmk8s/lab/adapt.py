@@ -73,12 +73,14 @@ def host_fence_adaptation(node: str, cpus: str, memory_bytes: int, allowed_gpus:
 
     On a real node systemd puts slurmd in slurm.slice (cgroup v2: AllowedCPUs, MemoryMax,
     DevicePolicy) and the job steps in slurmstepd.scope with the same limits. Slurm's cgroup/v1
-    plugin instead puts the jobs at <controller>/slurm_<node>, so the lab creates exactly those
-    groups with the slice's limits (cpuset.cpus, memory.limit_in_bytes, devices.deny of the GPUs
-    the slice does not allow) and starts slurmd inside them.
+    plugin builds its tree from the hierarchy's root (and resets its own top group from it), so
+    the lab creates <controller>/slurm_<node> with the slice's limits (cpuset.cpus,
+    memory.limit_in_bytes, devices.deny of the GPUs the slice does not allow), mounts it as the
+    root of each hierarchy inside the node's sandbox, and starts slurmd in it: every job cgroup
+    nests inside and inherits the limits, as under the slice.
     """
     devices = "" if allowed_gpus is None else f", devices.deny of every GPU but {','.join(map(str, allowed_gpus)) or 'none'}"
     return Adaptation(
-        f"host-mode node {node}: slurmd in a sandbox, its systemd slice as cgroup v1 slurm_{node} groups "
+        f"host-mode node {node}: slurmd in a sandbox, its systemd slice as cgroup v1 slurm_{node} groups seen as the root "
         f"(cpuset.cpus={cpus}, memory.limit_in_bytes={memory_bytes}{devices})",
-        "no systemd or cgroup v2 here; Slurm's cgroup/v1 plugin nests the jobs under slurm_<node>")
+        "no systemd or cgroup v2 here; Slurm's cgroup/v1 plugin builds its job tree from the hierarchy root")

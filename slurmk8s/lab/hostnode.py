@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from slurmk8s.lab import sandbox
 from slurmk8s.lab.adapt import Adaptation, host_fence_adaptation, v1_cgroup_conf
@@ -66,8 +67,9 @@ def create_fence_groups(node: str, fence: HostFence, node_gpus: tuple[int, ...])
     return [cpuset, memory, devices]
 
 
-def start_host_node(lab: Lab, shape: str, node: str, node_gpus: tuple[int, ...]) -> Adaptation:
-    """Boot the shared node `node` of `shape` with its rendered host files; returns the adaptation made."""
+def start_host_node(lab: Lab, shape: str, node: str, node_gpus: tuple[int, ...],
+                    log: Callable[[str], None] = print) -> Adaptation:
+    """Boot the shared node `node` of `shape` with its rendered host files; the adaptation is printed and recorded."""
     files = lab.bundle.files
     d = f"hosts/{shape}"
     fence = read_fence(files[f"{d}/systemd/slurm.slice"])
@@ -85,15 +87,21 @@ def start_host_node(lab: Lab, shape: str, node: str, node_gpus: tuple[int, ...])
     index = HOST_INDEX_BASE + sum(1 for p in lab.network.pods.values() if p.index >= HOST_INDEX_BASE)
     box = lab.network.add_pod(node, node, devices=sandbox.fake_gpus(max(node_gpus, default=-1) + 1),
                               index=index, cgroup_names=[node])
-    # As systemd would: slurmd starts inside the slice (here: the v1 groups) and inherits its limits.
-    enter = " && ".join(f"echo $$ > {g}/cgroup.procs" for g in groups)
-    script = (f"{enter} && cp /cfg/*.conf /etc/slurm/ && "
+    # As systemd would: slurmd starts inside the slice (here: the v1 groups, which the node sees
+    # as the root of each hierarchy, so everything Slurm creates nests inside and inherits the limits).
+    inside = [f"/sys/fs/cgroup/{g.parent.name}" for g in groups]
+    enter = " && ".join(f"echo $$ > {d}/cgroup.procs" for d in inside)
+    script = (f"{enter} && mkdir -p /var/spool/slurmd && cp /cfg/*.conf /etc/slurm/ && "
               "install -m 0600 -o slurm -g slurm /cfg/slurm.key /etc/slurm/slurm.key && exec slurmd -D")
     mounts = [sandbox.Tmpfs(p, o) for p, o in PRIVATE_DIRS.items()] + [
         sandbox.Tmpfs("/etc/slurm"),
         sandbox.Bind(lab.lab_dir / "hosts", "/etc/hosts", readonly=True),
         sandbox.Bind(conf, "/cfg", readonly=True),
-    ]
+    ] + [sandbox.Bind(g, d) for g, d in zip(groups, inside)]
     box.start(["/bin/sh", "-c", script], {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}, mounts,
               rootfs=lab.rootfs, stdout_path=host_dir / "slurmd.log")
-    return host_fence_adaptation(node, fence.cpus, fence.memory_bytes, fence.allowed_gpus)
+    adaptation = host_fence_adaptation(node, fence.cpus, fence.memory_bytes, fence.allowed_gpus)
+    log(f"  - {adaptation}")
+    lab.adaptations.append(adaptation)
+    lab.save()
+    return adaptation

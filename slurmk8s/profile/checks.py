@@ -10,6 +10,8 @@ from typing import Any
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
+from slurmk8s.profile.scheduling import check_scheduling
+from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.quantity import to_mib
 
 Problem = tuple[tuple, str, bool]
@@ -24,6 +26,10 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
     "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
     "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
     "SlurmctldParameters", "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
+    # spec.scheduling
+    "SchedulerType", "SchedulerParameters", "PriorityType", "PriorityWeightFairshare", "PriorityWeightAge",
+    "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS", "PriorityDecayHalfLife",
+    "PriorityMaxAge", "PriorityCalcPeriod", "PreemptType", "PreemptMode", "AccountingStorageEnforce",
 ))
 OWNED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
 RESERVED_POOL_NAMES = frozenset({naming.CONTROLLER, naming.ACCOUNTING, naming.DATABASE, naming.LOGIN,
@@ -42,7 +48,14 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += _check_partitions(spec)
     problems += _check_slurm(profile, spec)
     problems += _check_accounting(spec)
+    problems += check_scheduling(spec)
+    problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
+                                   {p.name for p in profile.partitions})
     return problems
+
+
+def _pool_node_names(profile: Profile) -> set[str]:
+    return {naming.slurm_node_name(p.name, i) for p in profile.pools for i in range(p.max_replicas)}
 
 
 def _check_pools(profile: Profile, spec: dict) -> list[Problem]:

@@ -15,7 +15,9 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
+from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.schema import describe_value, validate_schema
+from slurmk8s.profile.sidebyside import load_side_by_side
 from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
@@ -87,6 +89,8 @@ def _to_model(doc: dict, source: str) -> Profile:
             suspend_timeout=_get(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
             resume_timeout=_get(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
         ),
+        scheduling=load_scheduling(spec.get("scheduling", {})),
+        side_by_side=load_side_by_side(spec.get("sideBySide")),
         source=source,
     )
 

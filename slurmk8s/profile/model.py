@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.scheduling import Scheduling, load_scheduling
+from slurmk8s.profile.sidebyside import SideBySide
+
 
 @dataclass(frozen=True)
 class Images:
@@ -134,6 +137,9 @@ class Profile:
     partitions: tuple[Partition, ...]
     network_policy: bool
     power_saving: PowerSaving
+    # Defaulted (the section's defaults) so fields added beside it by others may carry defaults too.
+    scheduling: Scheduling = field(default_factory=lambda: load_scheduling({}))
+    side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -86,6 +86,10 @@ _PATTERNS = {
     "^(UNLIMITED|INFINITE|([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]+)$":
         "UNLIMITED, minutes, or [days-]hours:minutes:seconds such as 2-00:00:00",
     "^[0-9]{4,5}-[0-9]{4,5}$": "a port range LOW-HIGH such as 60001-63000",
+    "^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$": "a CPU list such as 0-3,8-11",
+    "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$":
+        "minutes, or days-hours[:minutes[:seconds]] or hours:minutes:seconds such as 7-0 or 2:00:00",
+    "^[a-z_][a-z0-9_-]*$": "a Unix login name (lowercase letters, digits, '_' and '-')",
     "^[a-z0-9][a-zA-Z0-9./_:@-]*$": "an image reference such as registry.example.org/slurmd:24.11",
     "^[a-z0-9][a-z0-9_-]*$": "a name of lowercase letters, digits, '_' and '-'",
     "^[a-z0-9][a-z0-9_.-]*$": "a name of lowercase letters, digits, '_', '.' and '-'",

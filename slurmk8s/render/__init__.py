@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.accounts import render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
-from slurmk8s.render.k8s import accounting, cluster, controller, login, power, restapi, workers
+from slurmk8s.render.k8s import accounting, cluster, controller, login, power, restapi, security, workers
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
+from slurmk8s.render import hostfiles
+from slurmk8s.render.k8s import sidebyside
 
 __all__ = ["Bundle", "RequiredSecret", "render"]
 
@@ -81,13 +84,19 @@ def render(profile: Profile) -> Bundle:
     controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
     objects += [workers.build_statefulset_pool(profile, p, slurm_hash) for p in profile.pools]
+    objects += sidebyside.build_daemonsets_shared(profile, slurm_hash)
     if profile.login.replicas:
         objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
 
+    objects = [security.with_scan_annotations(o) for o in objects]
     out_files = dict(files)
     if dbd_conf:
         out_files["slurmdbd.conf"] = dbd_conf
+    out_files.update(hostfiles.render_host_files(profile))  # hosts/<shape>/... (side-by-side)
+    accounts_file = render_accounts_file(profile)  # for review; `up` applies the tree with sacctmgr
+    if accounts_file:
+        out_files["accounts.sh"] = accounts_file
     return Bundle(profile.name, profile.namespace, profile.version, tuple(objects),
                   dict(sorted(out_files.items())), required_secrets(profile))

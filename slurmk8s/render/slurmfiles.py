@@ -11,6 +11,7 @@ import jinja2
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.render import fence
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
@@ -76,9 +77,38 @@ def power_settings(profile: Profile) -> dict[str, object] | None:
         return None
     always_on = [naming.slurm_node_range(p.name, p.min_replicas if p.elastic else p.max_replicas)
                  for p in profile.pools if (p.min_replicas if p.elastic else p.max_replicas)]
+    # Shared nodes are CLOUD nodes too, but no pool's StatefulSet can resume them.
+    always_on += fence.shared_node_names(profile)
     ps = profile.power_saving
     return {"dir": POWER_DIR, "suspend_time": ps.suspend_time, "suspend_timeout": ps.suspend_timeout,
             "resume_timeout": ps.resume_timeout, "exclude": ",".join(always_on)}
+
+
+# Enforced when the profile puts accounts or QoS into slurmdbd: without an association no job
+# runs, limits and QoS hold, and `safe` keeps a job from starting that a TRES-minutes limit would kill.
+ACCOUNTING_ENFORCE = "associations,limits,qos,safe"
+
+
+def scheduling_settings(profile: Profile) -> list[tuple[str, str]]:
+    """slurm.conf (key, value) pairs of spec.scheduling, in the order they are written."""
+    s = profile.scheduling
+    out = [("SchedulerType", f"sched/{s.scheduler}")]
+    if s.scheduler == "backfill":
+        params = (["bf_continue"] if s.bf_continue else []) + [
+            f"bf_interval={s.bf_interval}", f"bf_max_job_test={s.bf_max_job_test}", f"bf_window={s.bf_window}"]
+        out.append(("SchedulerParameters", ",".join(params)))
+    out.append(("PriorityType", f"priority/{s.priority}"))
+    if s.priority == "multifactor":
+        w = s.weights
+        out += [("PriorityWeightFairshare", str(w.fairshare)), ("PriorityWeightAge", str(w.age)),
+                ("PriorityWeightJobSize", str(w.job_size)), ("PriorityWeightPartition", str(w.partition)),
+                ("PriorityWeightQOS", str(w.qos)), ("PriorityDecayHalfLife", s.decay_half_life),
+                ("PriorityMaxAge", s.max_age), ("PriorityCalcPeriod", str(s.calc_period))]
+    if s.preemption != "none":
+        out += [("PreemptType", f"preempt/{s.preemption}"), ("PreemptMode", s.preempt_mode.upper())]
+    if s.manages_tree and profile.accounting.enabled:
+        out.append(("AccountingStorageEnforce", ACCOUNTING_ENFORCE))
+    return out
 
 
 def render_slurm_conf(profile: Profile) -> str:
@@ -95,7 +125,7 @@ def render_slurm_conf(profile: Profile) -> str:
             "state": "CLOUD",
         }
         for p in profile.pools
-    ]
+    ] + fence.shared_slurm_nodes(profile)
     partitions = [
         {
             "name": part.name,
@@ -105,7 +135,7 @@ def render_slurm_conf(profile: Profile) -> str:
             "extra": list(part.config),
         }
         for part in profile.partitions
-    ]
+    ] + [p for p in [fence.shared_partition(profile)] if p]
     auth = "auth/slurm" if profile.auth == "slurm" else "auth/munge"
     return _render(
         "slurm.conf.j2",
@@ -116,13 +146,15 @@ def render_slurm_conf(profile: Profile) -> str:
         auth_type=auth,
         cred_type=auth.replace("auth/", "cred/"),
         auth_extra=auth_lines(profile),
-        gres_types="gpu" if any(p.gpus for p in profile.pools) else "",
+        gres_types="gpu" if any(p.gpus for p in profile.pools) or fence.shared_nodes_have_gpus(profile) else "",
         accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
         extra=list(profile.slurm_config),
         nodes=nodes,
         partitions=partitions,
         slurmctld_parameters=",".join(slurmctld_parameters(profile)),
         power=power_settings(profile),
+        task_plugin_param=fence.task_plugin_param(profile),
+        scheduling=scheduling_settings(profile),
     )
 
 

@@ -31,6 +31,31 @@ GPU_POOL = """\
 """
 
 
+SIDE_BY_SIDE = """\
+  sideBySide:
+    partition: shared
+    mode: host
+    shapes:
+      - name: dgx
+        nodes: [dgx-01, dgx-02]
+        cpus: '0-63'
+        numa: ['0-31', '32-63']
+        memory: 64Gi
+        gpus: [0, 1, 2, 3]
+        system: {cpus: '0-3', memory: 4Gi}
+        slurm: {cpus: '4-31', memory: 32Gi, gpus: [0, 1]}
+"""
+
+
+def sbs(old: str = "", new: str = "") -> str:
+    """BASE plus a valid sideBySide section, with one exact substring of that section replaced."""
+    assert old in SIDE_BY_SIDE
+    return BASE + (SIDE_BY_SIDE.replace(old, new, 1) if old else SIDE_BY_SIDE)
+
+
+SCHED = BASE + "  scheduling:\n"
+
+
 def edit(old: str, new: str) -> str:
     """BASE with one exact substring replaced (fails loudly if the substring is gone)."""
     assert old in BASE
@@ -100,12 +125,12 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found '1demo'"]),
     ("name-trailing-newline", edit("name: demo", 'name: "demo\\n"'),
      [f"bad.yaml:4:9: metadata.name: expected {DNS1035}, found 'demo\\n'"]),
-    ("owned-slurm-key", BASE + "  slurm:\n    config:\n      SlurmctldHost: elsewhere\n      SchedulerType: sched/backfill\n",
+    ("owned-slurm-key", BASE + "  slurm:\n    config:\n      SlurmctldHost: elsewhere\n      MaxJobCount: 5000\n",
      ["bad.yaml:13:7: spec.slurm.config.SlurmctldHost: 'SlurmctldHost' is set by the generator and cannot be overridden here"]),
     ("owned-slurm-key-any-case", BASE + "  slurm:\n    config: {authtype: auth/none}\n",
      ["bad.yaml:12:14: spec.slurm.config.authtype: 'authtype' is set by the generator and cannot be overridden here"]),
-    ("slurm-config-multiline", BASE + '  slurm:\n    config: {SchedulerParameters: "x\\nAuthType=auth/none"}\n',
-     ["bad.yaml:12:35: spec.slurm.config.SchedulerParameters: the value must be a single line"]),
+    ("slurm-config-multiline", BASE + '  slurm:\n    config: {PrologFlags: "x\\nAuthType=auth/none"}\n',
+     ["bad.yaml:12:27: spec.slurm.config.PrologFlags: the value must be a single line"]),
     ("slurm-config-bad-key", BASE + "  slurm:\n    config: {Bad Key: 1}\n",
      ["bad.yaml:12:14: spec.slurm.config['Bad Key']: expected a key of letters and digits as a key, found 'Bad Key'"]),
     ("owned-partition-key", BASE + "  partitions:\n    - {name: a, pools: [cpu], config: {Nodes: 'x-[0-9]'}}\n",
@@ -160,6 +185,76 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      ["bad.yaml:10:15: spec.pools[0].memory: 256Mi is less than the minimum of 512Mi (slurmd needs room beside the jobs)",
       "bad.yaml:11:20: spec.slurm.config.ClusterName: 'ClusterName' is set by the generator and cannot be overridden here",
       "bad.yaml:13:33: spec.partitions[0].pools[1]: unknown pool 'nope' (pools: cpu)"]),
+    # spec.scheduling
+    ("sched-user-in-no-account", SCHED + "    accounts:\n      - {name: a, users: [ann]}\n    users:\n      - {name: bob}\n",
+     ["bad.yaml:15:16: spec.scheduling.users[0].name: user 'bob' is in no account; list it under an account's users"]),
+    ("sched-qos-not-defined", SCHED + "    accounts:\n      - {name: a, qos: [normal, fast], defaultQos: slow}\n",
+     ["bad.yaml:13:33: spec.scheduling.accounts[0].qos[1]: QoS 'fast' is not defined (QoS: normal)",
+      "bad.yaml:13:52: spec.scheduling.accounts[0].defaultQos: QoS 'slow' is not defined (QoS: normal)"]),
+    ("sched-preempt-qos-without-preemptor", SCHED + "    preemption: {type: qos}\n    qos:\n      - {name: low}\n",
+     ["bad.yaml:12:24: spec.scheduling.preemption.type: preemption by QoS needs a QoS that may preempt another "
+      "(set preempt on one of spec.scheduling.qos)"]),
+    ("sched-tree-without-accounting",
+     BASE + "  accounting: {enabled: false}\n  scheduling:\n    accounts: [{name: a}]\n    qos: [{name: low}]\n",
+     ["bad.yaml:13:5: spec.scheduling.accounts: accounts live in slurmdbd: they need accounting.enabled true",
+      "bad.yaml:14:5: spec.scheduling.qos: qos live in slurmdbd: they need accounting.enabled true"]),
+    ("sched-duplicate-names", SCHED + "    accounts:\n      - {name: a}\n      - {name: a}\n    qos:\n      - {name: low}\n      - {name: low}\n",
+     ["bad.yaml:14:16: spec.scheduling.accounts[1].name: duplicate account name 'a' (also spec.scheduling.accounts[0])",
+      "bad.yaml:17:16: spec.scheduling.qos[1].name: duplicate QoS name 'low' (also spec.scheduling.qos[0])"]),
+    ("sched-account-cycle-and-unknown-parent",
+     SCHED + "    accounts:\n      - {name: a, parent: b}\n      - {name: b, parent: a}\n      - {name: c, parent: nope}\n",
+     ["bad.yaml:13:27: spec.scheduling.accounts[0].parent: accounts form a cycle: a -> b -> a",
+      "bad.yaml:15:27: spec.scheduling.accounts[2].parent: unknown account 'nope' (accounts: a, b, c)"]),
+    ("sched-preempt-self-and-undefined", SCHED + "    qos:\n      - {name: high, preempt: [high, scavenger]}\n",
+     ["bad.yaml:13:32: spec.scheduling.qos[0].preempt[0]: a QoS cannot preempt itself",
+      "bad.yaml:13:38: spec.scheduling.qos[0].preempt[1]: QoS 'scavenger' is not defined (QoS: high, normal)"]),
+    ("sched-default-account-not-member",
+     SCHED + "    accounts:\n      - {name: a, users: [ann]}\n      - {name: b}\n    users:\n      - {name: ann, defaultAccount: b}\n",
+     ["bad.yaml:16:37: spec.scheduling.users[0].defaultAccount: user 'ann' is not in account 'b' (its accounts: a)"]),
+    ("sched-root-account", SCHED + "    accounts:\n      - {name: root}\n",
+     ["bad.yaml:13:16: spec.scheduling.accounts[0].name: 'root' is Slurm's own top account; put accounts under it"]),
+    ("sched-owned-priority-key", BASE + "  slurm:\n    config: {PriorityWeightAge: 10}\n",
+     ["bad.yaml:12:14: spec.slurm.config.PriorityWeightAge: 'PriorityWeightAge' is set by the generator and cannot be overridden here"]),
+    ("sched-bad-time-and-tres", SCHED + "    qos:\n      - name: x\n        limits: {maxWall: forever, grpTRES: {mem: 4}}\n",
+     ["bad.yaml:14:27: spec.scheduling.qos[0].limits.maxWall: expected minutes, or days-hours[:minutes[:seconds]] "
+      "or hours:minutes:seconds such as 7-0 or 2:00:00, found 'forever'",
+      "bad.yaml:14:46: spec.scheduling.qos[0].limits.grpTRES.mem: unknown field (allowed: cpu, gpu, node)"]),
+    # spec.sideBySide: SIDE_BY_SIDE starts at line 11; its shape at line 15, slurm at line 22.
+    ("sbs-slurm-and-system-cpus-overlap", sbs("system: {cpus: '0-3', memory: 4Gi}", "system: {cpus: '0-9', memory: 4Gi}"),
+     ["bad.yaml:21:24: spec.sideBySide.shapes[0].system.cpus: shape 'dgx': CPUs 4-9 are both Slurm's and the system reserve's"]),
+    ("sbs-slurm-and-kubernetes-cpus-overlap", sbs() + "        kubernetes: {cpus: '30-47'}\n",
+     ["bad.yaml:23:28: spec.sideBySide.shapes[0].kubernetes.cpus: shape 'dgx': CPUs 30-31 are both Slurm's and Kubernetes'"]),
+    ("sbs-gpus-overlap", sbs() + "        kubernetes: {gpus: [1, 2]}\n",
+     ["bad.yaml:23:28: spec.sideBySide.shapes[0].kubernetes.gpus: shape 'dgx': GPUs 1 are both Slurm's and Kubernetes'"]),
+    ("sbs-memory-exceeds-node", sbs("memory: 32Gi, gpus", "memory: 60Gi, gpus"),
+     ["bad.yaml:22:39: spec.sideBySide.shapes[0].slurm.memory: shape 'dgx': Slurm 60Gi + system 4Gi = 64Gi "
+      "leave Kubernetes nothing of the node's 64Gi"]),
+    ("sbs-memory-with-kubernetes-exceeds", sbs() + "        kubernetes: {memory: 40Gi}\n",
+     ["bad.yaml:22:39: spec.sideBySide.shapes[0].slurm.memory: shape 'dgx': Slurm 32Gi + system 4Gi + Kubernetes 40Gi "
+      "= 76Gi exceed the node's 64Gi"]),
+    ("sbs-cpus-not-on-node", sbs("cpus: '4-31'", "cpus: '4-31,70'"),
+     ["bad.yaml:22:23: spec.sideBySide.shapes[0].slurm.cpus: shape 'dgx': CPUs 70 are not on the node (its CPUs are 0-63)"]),
+    ("sbs-gpu-not-on-node", sbs("gpus: [0, 1]}", "gpus: [0, 9]}"),
+     ["bad.yaml:22:51: spec.sideBySide.shapes[0].slurm.gpus: shape 'dgx': GPUs 9 are not on the node (its GPUs are 0,1,2,3)"]),
+    ("sbs-no-cpu-left-for-kubernetes", sbs("system: {cpus: '0-3'", "system: {cpus: '0-3,32-63'"),
+     ["bad.yaml:22:23: spec.sideBySide.shapes[0].slurm.cpus: shape 'dgx': Slurm and the system reserve take every CPU; "
+      "Kubernetes needs at least one"]),
+    ("sbs-numa-misses-cpus", sbs("numa: ['0-31', '32-63']", "numa: ['0-31', '32-47']"),
+     ["bad.yaml:18:15: spec.sideBySide.shapes[0].numa: shape 'dgx': CPUs 48-63 are in no NUMA node"]),
+    ("sbs-host-mode-without-nodes", sbs("nodes: [dgx-01, dgx-02]", "nodeSelector: {shared: 'true'}"),
+     ["bad.yaml:15:9: spec.sideBySide.shapes[0]: shape 'dgx': list the shared nodes in 'nodes' (each is a Slurm NodeName; "
+      "'nodeSelector' only narrows where they run)"]),
+    ("sbs-node-in-two-shapes", sbs() + "      - {name: two, nodes: [dgx-02], cpus: '0-7', memory: 8Gi, "
+     "slurm: {cpus: '1-3', memory: 2Gi}, system: {cpus: '0', memory: 1Gi}}\n",
+     ["bad.yaml:23:29: spec.sideBySide.shapes[1].nodes[0]: shape 'two': node 'dgx-02' is also in spec.sideBySide.shapes[0]"]),
+    ("sbs-partition-name-taken", sbs("partition: shared", "partition: main"),
+     ["bad.yaml:12:16: spec.sideBySide.partition: partition 'main' is also in spec.partitions; "
+      "the shared nodes need a partition of their own"]),
+    ("sbs-bad-cpulist", sbs("cpus: '0-63'", "cpus: '0..63'"),
+     ["bad.yaml:17:15: spec.sideBySide.shapes[0].cpus: expected a CPU list such as 0-3,8-11, found '0..63'"]),
+    ("sbs-pod-mode-gpus", sbs("mode: host", "mode: pod"),
+     ["bad.yaml:22:51: spec.sideBySide.shapes[0].slurm.gpus: shape 'dgx': GPUs for Slurm in pod mode are not supported "
+      "yet (the device plugin picks the devices, so gres.conf cannot name them); use host mode"]),
 ]
 
 
@@ -191,6 +286,7 @@ def test_base_profile_is_valid(tmp_path: Path) -> None:
     """Every case is one edit away from a valid profile, so each case tests exactly its edit."""
     assert read_profile(write_case(tmp_path, BASE)).name == "demo"
     assert read_profile(write_case(tmp_path, BASE + GPU_POOL)).pools[1].name == "gpu"
+    assert read_profile(write_case(tmp_path, sbs())).side_by_side.shapes[0].slurm.cpus == tuple(range(4, 32))
 
 
 CLI_CASES = ["yaml-syntax", "not-utf8", "missing-file", "recursive-alias", "every-error-at-once"]

@@ -65,7 +65,7 @@ def profile_docs(draw: st.DrawFn) -> dict:
     if auth == "munge" or version not in ("24.11", "25.05", "25.11", "26.05") or draw(st.booleans()):
         slurm["images"] = {"registry": "registry.example.org/hpc", "tag": f"{version}-custom"}
     if draw(st.booleans()):
-        slurm["config"] = {"SchedulerParameters": "bf_continue", "MaxJobCount": 20000}
+        slurm["config"] = {"PrologFlags": "Alloc", "MaxJobCount": 20000}
     spec: dict = {"slurm": slurm, "controller": {"replicas": draw(st.integers(1, 2))},
                   "login": {"replicas": draw(st.integers(0, 3)),
                             "service": {"type": draw(st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer"]))}},

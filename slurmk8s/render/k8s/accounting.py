@@ -130,7 +130,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "serviceAccountName": name,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {"fsGroup": 999, "runAsNonRoot": True},
+        "securityContext": {"fsGroup": 999, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [init],
         "containers": [mariadb],
         "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],

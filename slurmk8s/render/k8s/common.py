@@ -137,6 +137,8 @@ def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list
     }
     if extra:
         spec.update(extra)
+    # The runtime's default seccomp filter for every pod (privileged containers are exempt by the runtime).
+    spec["securityContext"] = {**spec.get("securityContext", {}), "seccompProfile": {"type": "RuntimeDefault"}}
     init = list(init) + munge_sidecar(profile, containers[0]["image"])
     if init:
         spec["initContainers"] = init

@@ -1,0 +1,168 @@
+"""The Helm output: a chart whose templates are the rendered objects, with only Slurm-safe knobs as values.
+
+Values expose what can change without desynchronising Slurm from its pods:
+- pools.<pool>.replicas, held to the profile's minReplicas..maxReplicas by values.schema.json
+  (Slurm already knows every node up to maxReplicas);
+- workloads.<object>.image: the image of a workload's daemon (and of the containers sharing it);
+- workloads.<object>.resources.<container>: requests/limits of the containers that are not Slurm
+  nodes (a slurmd's CPUs and memory are its node definition in slurm.conf, so those stay fixed).
+Everything else (names, Slurm config, node sizes) comes from the profile: change the profile, re-render.
+
+The chart version is 0.1.0+<12 hex digits of sha256 over the chart's content>: deterministic, it
+changes exactly when the rendered chart changes, and as semver build metadata it never claims an
+ordering between two renderings (the profile in git carries the history).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from slurmk8s import naming
+from slurmk8s.output.plain import MARKER, object_filename, secrets_notice
+from slurmk8s.output.yamlout import dump
+from slurmk8s.render import Bundle
+from slurmk8s.render.k8s.security import WORKLOAD_KINDS
+
+CHART_BASE_VERSION = "0.1.0"
+_SENTINEL = "__helm_value_{}__"
+_SENTINEL_RE = re.compile(r"__helm_value_(\d+)__")
+# Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
+_NODE_COMPONENTS = (naming.WORKER,)
+
+
+def chart_name(bundle: Bundle) -> str:
+    """The chart's name: slurm-<cluster>."""
+    return f"slurm-{bundle.cluster}"
+
+
+def _pool_of(obj: dict) -> str | None:
+    return obj["metadata"].get("labels", {}).get(naming.LABEL_POOL) if obj["kind"] == "StatefulSet" else None
+
+
+class _Templater:
+    """Replaces chosen values of objects by sentinels, remembering the template expression of each."""
+
+    def __init__(self) -> None:
+        self.expressions: list[str] = []
+
+    def hole(self, expression: str) -> str:
+        self.expressions.append(expression)
+        return _SENTINEL.format(len(self.expressions) - 1)
+
+    def text(self, obj: dict) -> str:
+        # Literal "{{" in rendered content (scripts, config) must reach the output as text.
+        raw = dump(obj).replace("{{", '{{ "{{" }}')
+        return _SENTINEL_RE.sub(lambda m: self.expressions[int(m.group(1))], raw)
+
+
+def _value(*path: str) -> str:
+    keys = " ".join(json.dumps(p) for p in path[1:])
+    return f"{{{{ toJson (index .Values.{path[0]} {keys}) }}}}"
+
+
+def chart_values(bundle: Bundle) -> dict[str, Any]:
+    """The default values: what the profile rendered."""
+    pools, workloads = {}, {}
+    for obj in bundle.objects:
+        if obj["kind"] not in WORKLOAD_KINDS:
+            continue
+        pool = _pool_of(obj)
+        if pool is not None:
+            pools[pool] = {"replicas": obj["spec"]["replicas"]}
+        pod = obj["spec"]["template"]["spec"]
+        entry: dict[str, Any] = {"image": pod["containers"][0]["image"]}
+        component = obj["metadata"]["labels"].get(naming.LABEL_COMPONENT)
+        if component not in _NODE_COMPONENTS:
+            entry["resources"] = {c["name"]: c["resources"] for c in pod["containers"] if "resources" in c}
+        workloads[obj["metadata"]["name"]] = entry
+    return {"pools": pools, "workloads": workloads}
+
+
+def _template_object(obj: dict, t: _Templater) -> dict:
+    """A copy of obj whose pool replicas, images and safe resources read .Values."""
+    if obj["kind"] not in WORKLOAD_KINDS:
+        return obj
+    name = obj["metadata"]["name"]
+    spec = dict(obj["spec"])
+    pool = _pool_of(obj)
+    if pool is not None:
+        spec["replicas"] = t.hole(_value("pools", pool, "replicas"))
+    pod = dict(spec["template"]["spec"])
+    main_image = pod["containers"][0]["image"]
+    image = t.hole(_value("workloads", name, "image"))
+    expose_resources = obj["metadata"]["labels"].get(naming.LABEL_COMPONENT) not in _NODE_COMPONENTS
+
+    def container(c: dict, main: bool) -> dict:
+        c = dict(c)
+        if c.get("image") == main_image:
+            c["image"] = image
+        if main and expose_resources and "resources" in c:
+            c["resources"] = t.hole(_value("workloads", name, "resources", c["name"]))
+        return c
+
+    pod["containers"] = [container(c, True) for c in pod["containers"]]
+    if "initContainers" in pod:
+        pod["initContainers"] = [container(c, False) for c in pod["initContainers"]]
+    spec["template"] = {**spec["template"], "spec": pod}
+    return {**obj, "spec": spec}
+
+
+def values_schema(bundle: Bundle, values: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema of values.yaml: pool replicas within min..max, nothing unknown."""
+    quantity = {"type": ["string", "number"]}
+    resource_list = {"type": "object", "additionalProperties": quantity}
+    resources = {"type": "object", "additionalProperties": False,
+                 "properties": {"requests": resource_list, "limits": resource_list}}
+    pools = {}
+    for obj in bundle.objects:
+        pool = _pool_of(obj)
+        if pool is None:
+            continue
+        ann = obj["metadata"].get("annotations", {})
+        lo, hi = int(ann.get(naming.ANNOTATION_MIN_REPLICAS, "0")), int(ann[naming.ANNOTATION_MAX_REPLICAS])
+        pools[pool] = {"type": "object", "additionalProperties": False, "required": ["replicas"],
+                       "properties": {"replicas": {
+                           "type": "integer", "minimum": lo, "maximum": hi,
+                           "description": f"running slurmd pods of pool {pool}; Slurm knows {pool}-0..{hi - 1}"}}}
+    workloads = {}
+    for name, entry in values["workloads"].items():
+        props: dict[str, Any] = {"image": {"type": "string", "minLength": 1,
+                                           "description": f"image of {name}'s daemon (same Slurm version)"}}
+        if "resources" in entry:
+            props["resources"] = {"type": "object", "additionalProperties": False,
+                                  "properties": {c: resources for c in entry["resources"]}}
+        workloads[name] = {"type": "object", "additionalProperties": False, "properties": props}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "pools": {"type": "object", "additionalProperties": False, "properties": pools},
+            "workloads": {"type": "object", "additionalProperties": False, "properties": workloads},
+        },
+    }
+
+
+def helm_tree(bundle: Bundle) -> dict[str, str]:
+    """Relative path -> content of the chart (Chart.yaml, values.yaml, values.schema.json, templates/)."""
+    templater = _Templater()
+    tree: dict[str, str] = {}
+    for obj in bundle.objects:
+        tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(obj, templater))
+    values = chart_values(bundle)
+    tree["values.yaml"] = ("# Only what can change without desynchronising Slurm; everything else comes from the\n"
+                           "# slurmk8s profile (change it and re-render). Limits: values.schema.json.\n") + dump(values)
+    tree["values.schema.json"] = json.dumps(values_schema(bundle, values), indent=2) + "\n"
+    tree["templates/NOTES.txt"] = (f"Slurm cluster {bundle.cluster} in namespace {bundle.namespace}.\n"
+                                   "Create its Secrets first, once: slurmk8s secrets create PROFILE\n")
+    tree[".helmignore"] = f"SECRETS.txt\n{MARKER}\n"
+    if bundle.secrets:
+        tree["SECRETS.txt"] = secrets_notice(bundle)
+    digest = hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+    chart = {"apiVersion": "v2", "name": chart_name(bundle),
+             "description": f"Slurm cluster {bundle.cluster}, rendered by slurmk8s from its profile",
+             "type": "application", "version": f"{CHART_BASE_VERSION}+{digest}", "appVersion": bundle.version}
+    tree["Chart.yaml"] = dump(chart)
+    return dict(sorted(tree.items()))

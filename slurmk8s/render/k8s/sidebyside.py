@@ -1,0 +1,83 @@
+"""Side-by-side pod mode: slurmd as a Guaranteed-QoS DaemonSet on each shape's shared nodes."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Profile
+from slurmk8s.quantity import from_mib
+from slurmk8s.render.fence import FencePlan, plans
+from slurmk8s.render.k8s.common import (
+    Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
+)
+
+LABEL_SHAPE = "slurmk8s.io/shape"
+
+
+def daemonset_name(profile: Profile, shape: str) -> str:
+    """DaemonSet name of a shape's slurmd pods."""
+    return naming.component_name(profile.name, f"shared-{shape}")
+
+
+def _guaranteed(container: Obj) -> Obj:
+    """requests = limits on a helper container: one Burstable container would make the whole pod Burstable."""
+    limits = container["resources"]["limits"]
+    return {**container, "resources": {"requests": dict(limits), "limits": dict(limits)}}
+
+
+def slurmd_resources(plan: FencePlan) -> Obj:
+    """Whole CPUs and memory, requests = limits: the static CPU manager pins exactly these CPUs."""
+    limits = {"cpu": str(plan.slurm_cpu_count), "memory": from_mib(plan.slurm_memory_mib)}
+    return {"requests": dict(limits), "limits": dict(limits)}
+
+
+def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) -> Obj:
+    """slurmd on every node of one shape; its Slurm node name is the Kubernetes node's name."""
+    s = plan.shape
+    name = daemonset_name(profile, s.name)
+    image = profile.images.worker
+    slurmd: Obj = {
+        "name": "slurmd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        # The Slurm NodeName is the Kubernetes node's name (slurm.conf declares each one); -b as for pools.
+        "command": ["slurmd", "-D", "-b", "-N", "$(NODE_NAME)"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 30, "failureThreshold": 6},
+        "resources": slurmd_resources(plan),
+        "securityContext": {"privileged": True},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "spool", "mountPath": "/var/spool/slurmd"}],
+    }
+    volumes = volume_config(profile) + [{"name": "spool", "emptyDir": {}}]
+    extra: Obj = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(s.nodes)}]}]}}},
+        "terminationGracePeriodSeconds": 120,
+    }
+    if s.node_selector:
+        extra["nodeSelector"] = dict(s.node_selector)
+    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image)], volumes, extra)
+    pod["initContainers"] = [_guaranteed(c) for c in pod["initContainers"]]
+    labels = {**naming.selector_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name}
+    template_meta: Obj = {"labels": {**naming.object_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name},
+                          "annotations": {naming.ANNOTATION_CONFIG_HASH: config_hash,
+                                          naming.ANNOTATION_NODE_NAMES: ",".join(s.nodes)}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": meta(profile, name, naming.WORKER),
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": template_meta, "spec": pod},
+        },
+    }
+
+
+def build_daemonsets_shared(profile: Profile, config_hash: str) -> list[Obj]:
+    """One slurmd DaemonSet per shape in pod mode; none in host mode (slurmd runs under systemd)."""
+    sbs = profile.side_by_side
+    if not sbs or sbs.mode != "pod":
+        return []
+    return [build_daemonset_shared(profile, p, config_hash) for p in plans(profile)]

@@ -1,0 +1,235 @@
+"""The scheduling policy on real Slurm: the applied tree, QoS limits, backfill, preemption, fair-share.
+
+Boots tests/lab/profiles/sched-2605.yaml (Slurm 26.05) and applies its accounts with the same
+code `up` uses (slurmk8s.actions.accounts). Jobs of the profile's users run as real Unix users:
+the lab's 26.05 daemons run chrooted in the Debian testing rootfs, so the fixture adds the two
+users to that rootfs's /etc/passwd (useradd --root) and removes them afterwards; jobs are
+submitted with `runuser -u USER -- sbatch` in the login pod.
+Needs root and the 26.05 rootfs (.ci/install-lab.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmk8s.actions.accounts import apply_accounts, read_tree
+from slurmk8s.actions.files import read_profile
+from slurmk8s.lab import cluster, rootfs, sandbox
+from slurmk8s.lab.errors import LabUnavailable
+from slurmk8s.render import render
+from slurmk8s.render.accounts import desired_tree, plan_accounts
+
+PROFILE = Path(__file__).resolve().parent / "profiles/sched-2605.yaml"
+USERS = {"sk8s-alice": 61101, "sk8s-bob": 61102}
+ALICE, BOB = "sk8s-alice", "sk8s-bob"
+DEADLINE_S = 60
+
+pytestmark = pytest.mark.lab
+
+
+def _unavailable(version: str) -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    try:
+        sandbox.preflight()
+    except LabUnavailable as e:
+        return str(e)
+    path = rootfs.rootfs_path(version, rootfs.default_cache_dir())
+    return None if rootfs.rootfs_info(path) else f"no Slurm {version} rootfs in {path} (bash .ci/install-lab.sh)"
+
+
+def _add_users(root: Path) -> list[str]:
+    """Add the test users to the rootfs (skipping those already there); the names added."""
+    added = []
+    passwd = (root / "etc/passwd").read_text()
+    for name, uid in USERS.items():
+        if re.search(rf"^{re.escape(name)}:", passwd, re.M):
+            continue
+        subprocess.run(["useradd", "--root", str(root), "-M", "-N", "-u", str(uid), "-d", "/tmp", "-s", "/bin/sh", name],
+                       check=True, capture_output=True)
+        added.append(name)
+    return added
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The booted lab with the tree applied and user alice's burst already run (for the fair-share test)."""
+    profile = read_profile(PROFILE)
+    bundle = render(profile)
+    reason = _unavailable(bundle.version)
+    if reason:
+        pytest.skip(reason)
+    root = rootfs.rootfs_path(bundle.version, rootfs.default_cache_dir())
+    added = _add_users(root)
+    booted = cluster.boot(bundle, log=lambda line: None)
+    try:
+        booted.applied = apply_accounts(profile, lambda argv: _run3(booted, argv))
+        booted.profile = profile
+        # alice's burst: two jobs filling partition cpu for 4 s each, so account teama has usage
+        booted.burst = [submit(booted, ALICE, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 4") for _ in range(2)]
+        yield booted
+    finally:
+        left = cluster.down(booted.lab_id)
+        for name in added:
+            subprocess.run(["userdel", "--root", str(root), name], capture_output=True)
+    assert left == [] and sandbox.leftovers(booted.lab_id) == [], left
+
+
+def _run3(lab, argv: list[str]) -> tuple[int, str, str]:
+    done = lab.exec(argv, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+def sh(lab, *argv: str) -> str:
+    """stdout of a client command in the login pod (fails the test on a non-zero exit)."""
+    done = lab.exec(list(argv), timeout=60)
+    assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr or done.stdout}"
+    return done.stdout
+
+
+def submit(lab, user: str | None, *args: str) -> str:
+    """Submit a batch job as user (None: root); its job id."""
+    argv = ["sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", *args]
+    if user:
+        argv = ["runuser", "-u", user, "--"] + argv
+    return sh(lab, *argv).strip().split(";")[0]
+
+
+def job(lab, job_id: str) -> dict[str, str]:
+    """scontrol show job as key -> value (single-word values)."""
+    out = sh(lab, "scontrol", "-o", "show", "job", job_id)
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def wait_for(what: str, check, deadline_s: float = DEADLINE_S, every_s: float = 0.5):
+    """Poll check() until it returns something truthy; fail with what after the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > end:
+            pytest.fail(f"{what}: not within {deadline_s} s")
+        time.sleep(every_s)
+
+
+def cancel_all(lab) -> None:
+    sh(lab, "scancel", "--full", "-u", "root")
+    for user in USERS:
+        sh(lab, "scancel", "-u", user)
+    wait_for("queue empty", lambda: not sh(lab, "squeue", "-h", "-o", "%i").split())
+
+
+def cpu_partition_idle(lab) -> bool:
+    return not sh(lab, "squeue", "-h", "-p", "cpu", "-t", "RUNNING,PENDING", "-o", "%i").split()
+
+
+# ---------------------------------------------------------------- the tree
+
+
+def test_tree_was_applied_then_reapplying_changes_nothing(lab):
+    assert any(cmd[2:5] == ["add", "account", "teama"] for cmd in lab.applied), lab.applied
+    assert apply_accounts(lab.profile, lambda argv: _run3(lab, argv)) == []
+    current = read_tree(lambda argv: _run3(lab, argv), lab.profile.name)
+    assert plan_accounts(desired_tree(lab.profile), current) == []
+
+
+def test_sshare_shows_accounts_users_and_shares(lab):
+    rows = {tuple(line.split("|")[:2]): line.split("|")[2]
+            for line in sh(lab, "sshare", "-P", "-n", "-a", "-o", "Account,User,RawShares").splitlines()}
+    rows = {(a.strip(), u.strip()): s for (a, u), s in rows.items()}
+    assert rows[("teama", "")] == "50" and rows[("teamb", "")] == "50", rows
+    assert ("teama", ALICE) in rows and ("teamb", BOB) in rows, rows
+    assert ("teama", BOB) not in rows
+
+
+def test_sacctmgr_shows_qos_limits_and_preemption(lab):
+    qos = {line.split("|")[0]: line.split("|")[1:]
+           for line in sh(lab, "sacctmgr", "-P", "-n", "show", "qos", "format=name,priority,preempt,grptres,maxwall").splitlines()}
+    assert qos["high"][:2] == ["100", "low"], qos
+    assert qos["gpu1"][2:] == ["gres/gpu=1", "00:10:00"], qos
+
+
+def test_associations_are_enforced(lab):
+    # root has no association in teamb, bob none in teama: enforcement refuses both at submit
+    for user, account in ((None, "teamb"), (BOB, "teama")):
+        argv = ["sbatch", "--chdir=/tmp", "-o", "/dev/null", "-A", account, "--wrap", "true"]
+        done = lab.exec((["runuser", "-u", user, "--"] if user else []) + argv)
+        assert done.returncode != 0 and "invalid account" in done.stderr.lower(), (user, done.stderr)
+
+
+# ---------------------------------------------------------------- limits, backfill, preemption
+
+
+def test_qos_gpu_limit_keeps_the_second_gpu_job_pending(lab):
+    first = submit(lab, ALICE, "-p", "gpu", "--qos=gpu1", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 60")
+    wait_for("first GPU job running", lambda: job(lab, first)["JobState"] == "RUNNING")
+    second = submit(lab, ALICE, "-p", "gpu", "--qos=gpu1", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 60")
+    reason = wait_for("second GPU job held by the QoS", lambda: (j := job(lab, second))["Reason"].startswith("QOSGrp") and j["Reason"])
+    # the node has a second GPU free: only the QoS limit holds the job
+    assert job(lab, second)["JobState"] == "PENDING" and reason == "QOSGrpGRES", reason
+    sh(lab, "scancel", first, second)
+
+
+def test_backfill_starts_a_short_job_without_delaying_the_big_one(lab):
+    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    running = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "2", "--wrap", "sleep 300")
+    wait_for("first job running", lambda: job(lab, running)["JobState"] == "RUNNING")
+    big = submit(lab, None, "-p", "cpu", "-N2", "-n4", "-t", "2", "--wrap", "sleep 5")
+    before = wait_for("backfill plans the big job", lambda: (j := job(lab, big))["StartTime"] != "Unknown" and j["StartTime"])
+    short = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "1", "--wrap", "sleep 30")
+    wait_for("short job backfilled", lambda: job(lab, short)["JobState"] == "RUNNING")
+    big_now = job(lab, big)
+    assert big_now["JobState"] == "PENDING", big_now
+    assert int(big_now["Priority"]) >= int(job(lab, short)["Priority"])
+    assert big_now["StartTime"] == before, (before, big_now["StartTime"])
+    assert job(lab, short)["EndTime"] <= before
+    sh(lab, "scancel", running, big, short)
+
+
+def test_high_qos_job_requeues_a_low_qos_job_on_a_full_pool(lab):
+    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    low = submit(lab, ALICE, "-p", "cpu", "-N2", "-n4", "--qos=low", "--wrap", "sleep 300")
+    wait_for("low job running", lambda: job(lab, low)["JobState"] == "RUNNING")
+    high = submit(lab, ALICE, "-p", "cpu", "-N1", "-n2", "--qos=high", "--wrap", "sleep 300")
+    wait_for("high job running", lambda: job(lab, high)["JobState"] == "RUNNING")
+    # the preempted job is requeued: it ends (COMPLETING), then waits in the queue again
+    victim = wait_for("low job requeued", lambda: (j := job(lab, low))["JobState"] == "PENDING" and j)
+    assert int(victim["Restarts"]) >= 1, victim
+    assert "PREEMPTED" in sh(lab, "sacct", "-n", "-X", "-D", "-j", low, "-o", "State")
+    sh(lab, "scancel", low, high)
+
+
+# ---------------------------------------------------------------- fair-share (last: it waits for alice's usage)
+
+
+def test_idle_account_goes_first_after_a_burst(lab):
+    def shares() -> dict[str, tuple[float, float]]:
+        """user -> (RawUsage, FairShare factor)."""
+        out = sh(lab, "sshare", "-P", "-n", "-a", "-A", "teama,teamb", "-o", "User,RawUsage,FairShare")
+        return {u.strip(): (float(raw), float(fs or 0)) for u, raw, fs in (line.split("|") for line in out.splitlines()) if u.strip()}
+    # RawUsage grows at once; the fair-share factors are computed by the decay thread once per
+    # PriorityCalcPeriod (1 minute here), so wait for the first computation that ranks alice below bob
+    seen = wait_for("fair-share ranks idle bob above alice", deadline_s=150, every_s=2,
+                    check=lambda: (f := shares())[BOB][1] > f[ALICE][1] > 0 and f)
+    assert seen[ALICE][0] > seen[BOB][0], seen
+    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    blocker = submit(lab, None, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 300")
+    wait_for("blocker running", lambda: job(lab, blocker)["JobState"] == "RUNNING")
+    a_job = submit(lab, ALICE, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 3")
+    b_job = submit(lab, BOB, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 3")
+    prio = {line.split()[0]: (int(line.split()[1]), float(line.split()[2]))
+            for line in sh(lab, "sprio", "-h", "-o", "%i %Y %F").splitlines()}
+    assert prio[b_job][1] > prio[a_job][1] and prio[b_job][0] > prio[a_job][0], prio
+    sh(lab, "scancel", blocker)
+    wait_for("bob's job started", lambda: job(lab, b_job)["JobState"] in ("RUNNING", "COMPLETED"))
+    assert job(lab, a_job)["JobState"] == "PENDING"
+    wait_for("alice's job done", lambda: job(lab, a_job)["JobState"] == "COMPLETED")
+    starts = {j: job(lab, j)["StartTime"] for j in (a_job, b_job)}
+    assert starts[b_job] < starts[a_job], starts

@@ -1,0 +1,116 @@
+"""The Helm output: lint --strict passes, default values template to exactly the plain objects, the schema holds values to what Slurm allows."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slurmk8s.actions.render import build_tree, render_file
+from slurmk8s.output.helm import chart_name
+from slurmk8s.output.plain import MARKER, write_tree
+from slurmk8s.render import render
+from slurmk8s.actions.files import read_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CHART = ROOT / "charts" / "slurm-dev"
+HELM = os.environ.get("SLURMK8S_HELM") or shutil.which("helm")
+needs_helm = pytest.mark.skipif(HELM is None, reason="helm not found (install it with tools/install-helm.sh, "
+                                                     "or point SLURMK8S_HELM at it)")
+
+
+def by_ref(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([HELM, *args], capture_output=True, text=True, timeout=120)
+
+
+def helm_template(chart: Path, *sets: str) -> list[dict]:
+    run = helm("template", "slurm", str(chart), *[a for s in sets for a in ("--set", s)])
+    assert run.returncode == 0, run.stderr
+    return [d for d in yaml.safe_load_all(run.stdout) if d is not None]
+
+
+def test_values_expose_only_safe_knobs(example_profile: Path) -> None:
+    bundle = render_file(example_profile)
+    tree = build_tree(bundle, "helm")
+    values = yaml.safe_load(tree["values.yaml"])
+    pools = {o["metadata"]["labels"]["slurmk8s.io/pool"]: o for o in bundle.objects if o["kind"] == "StatefulSet"
+             and "slurmk8s.io/pool" in o["metadata"]["labels"]}
+    assert values["pools"] == {p: {"replicas": o["spec"]["replicas"]} for p, o in pools.items()}
+    for pool_sts in pools.values():  # a slurmd's resources are its Slurm node size: never a value
+        assert "resources" not in values["workloads"][pool_sts["metadata"]["name"]]
+    schema = json.loads(tree["values.schema.json"])
+    for pool, o in pools.items():
+        replicas = schema["properties"]["pools"]["properties"][pool]["properties"]["replicas"]
+        ann = o["metadata"]["annotations"]
+        assert (replicas["minimum"], replicas["maximum"]) == (int(ann["slurmk8s.io/min-replicas"]),
+                                                              int(ann["slurmk8s.io/max-replicas"]))
+
+
+def test_chart_version_is_derived_from_the_content(tmp_path: Path) -> None:
+    source = (ROOT / "profiles" / "kind-dev.yaml").read_text()
+    changed = tmp_path / "p.yaml"
+    changed.write_text(source.replace("replicas: 2", "replicas: 3", 1))
+    first = yaml.safe_load(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm")["Chart.yaml"])
+    again = yaml.safe_load(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm")["Chart.yaml"])
+    other = yaml.safe_load(build_tree(render_file(changed), "helm")["Chart.yaml"])
+    assert first == again
+    assert first["version"].startswith("0.1.0+") and other["version"].startswith("0.1.0+")
+    assert first["version"] != other["version"]
+    assert first["name"] == "slurm-dev" and first["appVersion"] == "26.05"
+
+
+def test_example_chart_is_up_to_date() -> None:
+    """charts/slurm-dev is `slurmk8s render profiles/kind-dev.yaml -o charts/slurm-dev --format helm`."""
+    expected = build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm")
+    found = {p.relative_to(EXAMPLE_CHART).as_posix(): p.read_text() for p in EXAMPLE_CHART.rglob("*")
+             if p.is_file() and p.name != MARKER}
+    assert sorted(found) == sorted(expected), "re-render: slurmk8s render profiles/kind-dev.yaml -o charts/slurm-dev --format helm"
+    stale = [name for name in expected if found[name] != expected[name]]
+    assert stale == [], f"stale files in charts/slurm-dev: {stale}; re-render it"
+    assert chart_name(render_file(ROOT / "profiles" / "kind-dev.yaml")) == EXAMPLE_CHART.name
+
+
+@needs_helm
+def test_helm_lint_strict_and_template_equal_plain_objects(example_profile: Path, tmp_path: Path) -> None:
+    bundle = render_file(example_profile)
+    write_tree(build_tree(bundle, "helm"), tmp_path)
+    lint = helm("lint", "--strict", str(tmp_path))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert by_ref(helm_template(tmp_path)) == by_ref(list(bundle.objects))
+
+
+@needs_helm
+def test_changed_values_equal_the_re_rendered_profile(tmp_path: Path) -> None:
+    profile = read_profile(ROOT / "profiles" / "kind-dev.yaml")
+    chart = tmp_path / "chart"
+    write_tree(build_tree(render(profile), "helm"), chart)
+    changed = tmp_path / "p.yaml"
+    changed.write_text((ROOT / "profiles" / "kind-dev.yaml").read_text().replace("replicas: 2", "replicas: 4", 1))
+    assert by_ref(helm_template(chart, "pools.cpu.replicas=4")) == by_ref(list(render_file(changed).objects))
+    image = "registry.example/slurmctld:26.05-custom"
+    ctld = by_ref(helm_template(chart, f"workloads.dev-controller.image={image}"))[("StatefulSet", "dev-controller")]
+    pod = ctld["spec"]["template"]["spec"]
+    assert {c["image"] for c in pod["containers"] + pod["initContainers"]} == {image}
+
+
+@needs_helm
+@pytest.mark.parametrize("setting, error", [
+    ("pools.cpu.replicas=5", "at '/pools/cpu/replicas': maximum: got 5, want 4"),
+    ("pools.cpu.replicas=-1", "at '/pools/cpu/replicas': minimum: got -1, want 0"),
+    ("workloads.dev-cpu.resources.slurmd.limits.cpu=4", "at '/workloads/dev-cpu': additional properties 'resources' not allowed"),
+    ("slurm.config.x=y", "additional properties 'slurm' not allowed"),
+], ids=["replicas-above-max", "replicas-below-min", "slurmd-resources", "unknown-key"])
+def test_values_schema_rejects_what_would_desynchronise_slurm(tmp_path: Path, setting: str, error: str) -> None:
+    write_tree(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm"), tmp_path)
+    run = helm("template", "slurm", str(tmp_path), "--set", setting)
+    assert run.returncode != 0
+    assert error in run.stderr

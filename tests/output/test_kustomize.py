@@ -1,0 +1,45 @@
+"""The kustomize output: kustomization.yaml lists every manifest in apply order and `kubectl kustomize` gives back the plain objects."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slurmk8s.actions.render import build_tree, render_file
+from slurmk8s.output.crdschema import validate_custom_resource
+from slurmk8s.output.kustomize import KUSTOMIZATION
+from slurmk8s.output.plain import plain_tree, write_tree
+
+KUBECTL = shutil.which("kubectl")
+
+
+def test_kustomize_tree_is_plain_tree_plus_kustomization(example_profile: Path) -> None:
+    bundle = render_file(example_profile)
+    tree, plain = build_tree(bundle, "kustomize"), plain_tree(bundle)
+    assert {k: v for k, v in tree.items() if k != KUSTOMIZATION} == plain
+    kustomization = yaml.safe_load(tree[KUSTOMIZATION])
+    assert kustomization["resources"] == plain["manifests/ORDER"].split()
+    assert kustomization["sortOptions"] == {"order": "fifo"}
+    assert validate_custom_resource(kustomization) == []
+
+
+def test_kustomization_schema_is_strict() -> None:
+    bad = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+           "resources": ["a.yaml"], "resource": ["typo.yaml"], "sortOptions": {"order": "random"}}
+    errors = validate_custom_resource(bad)
+    assert any("'resource' was unexpected" in e for e in errors), errors
+    assert any(e.startswith("Kustomization/?: /sortOptions:") for e in errors), errors
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl not on PATH (needed for `kubectl kustomize`)")
+def test_kubectl_kustomize_reproduces_the_plain_objects_in_order(example_profile: Path, tmp_path: Path) -> None:
+    bundle = render_file(example_profile)
+    write_tree(build_tree(bundle, "kustomize"), tmp_path)
+    run = subprocess.run([KUBECTL, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    built = [d for d in yaml.safe_load_all(run.stdout) if d is not None]
+    assert built == list(bundle.objects)
