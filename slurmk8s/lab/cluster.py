@@ -75,9 +75,11 @@ class Lab:
                           for p in self.pods if self.network and p.name in self.network.pods}}
         state["api"] = getattr(self, "_admin", None)
         state["supervisor"] = getattr(self, "_supervisor", None)
-        path = self.lab_dir / "lab.json"
-        path.touch(mode=0o600)
-        path.write_text(json.dumps(state, indent=1, sort_keys=True))
+        # Atomic: `lab exec` in another process, or the scale API thread, may read it meanwhile.
+        tmp = self.lab_dir / f"lab.json.{threading.get_ident()}"
+        tmp.touch(mode=0o600)
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+        os.replace(tmp, self.lab_dir / "lab.json")
 
     def __post_init__(self) -> None:
         self._pids: dict[str, dict[str, int]] = {}
