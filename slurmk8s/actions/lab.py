@@ -10,7 +10,7 @@ from typing import Callable
 
 from slurmk8s.actions.render import render_file
 from slurmk8s.lab import cluster, sandbox
-from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.errors import LabError, LabUnavailable
 from slurmk8s.lab.supervisor import FAILED, READY
 from slurmk8s.lab.verify import Check, run_checks
 
@@ -29,6 +29,7 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
     """
     bundle = render_file(profile)
     sandbox.preflight()
+    cluster.check_lab_version(bundle.version)  # refused here, before anything starts
     lab_id = cluster.lab_id_of(bundle)
     cluster.down(lab_id)
     log_path = supervisor_log(lab_id)
@@ -47,8 +48,8 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
                 log(f"run Slurm commands with: slurmk8s lab exec {profile} -- sinfo")
                 return lab_id
             if line.startswith(FAILED):
-                proc.wait(timeout=60)
-                raise LabError(line.removeprefix(f"{FAILED}: "))
+                error = LabUnavailable if proc.wait(timeout=60) == LabUnavailable.exit_code else LabError
+                raise error(line.removeprefix(f"{FAILED}: "))
             log(line)
         shown = len(lines)
         if proc.poll() is not None:

@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 from slurmk8s import naming
 from slurmk8s.material import generate
-from slurmk8s.errors import UsageError
 from slurmk8s.render import Bundle, RequiredSecret
 
 def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]:

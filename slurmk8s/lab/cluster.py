@@ -170,7 +170,7 @@ class Lab:
     def start_pod(self, pod: Pod) -> None:
         """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""
         gpus = max((c.gpus for c in pod.containers), default=0)
-        cgroups = [naming.slurm_node_name(pod.pool, pod.ordinal)] if pod.pool else []
+        cgroups = [pod.slurm_node] if pod.pool else []
         self.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus),
                              index=self._index[pod.name], cgroup_names=cgroups)
         if pod not in self.pods:
@@ -307,14 +307,19 @@ def write_hosts(lab: Lab) -> None:
         fh.truncate()
 
 
+def check_lab_version(version: str) -> None:
+    """LabUnavailable unless the lab has a Slurm build of this release."""
+    if version not in rootfs_mod.SLURM_SOURCES:
+        raise LabUnavailable(f"the lab has no Slurm {version} build (it has {', '.join(sorted(rootfs_mod.SLURM_SOURCES))}); "
+                             "render the profile for one of those versions to try it here")
+
+
 def slurm_source(version: str, cache_dir: Path | None, log: Callable[[str], None]) -> Path | None:
     """The rootfs to run Slurm `version` from (None: the host's packages)."""
     host = rootfs_mod.host_slurm_version()
     if host and rootfs_mod.series_of(host) == version:
         return None
-    if version not in rootfs_mod.SLURM_SOURCES:
-        raise LabUnavailable(f"the lab has no Slurm {version} build (it has {', '.join(sorted(rootfs_mod.SLURM_SOURCES))}); "
-                       "render the profile for one of those versions to try it here")
+    check_lab_version(version)
     return rootfs_mod.ensure_rootfs(version, cache_dir or rootfs_mod.default_cache_dir(), log=log)
 
 
@@ -414,7 +419,7 @@ def _alive(pid: int) -> bool:
 def wait_nodes_idle(lab: Lab, deadline_s: float = 60) -> None:
     """Every running pool member registered and idle in Slurm."""
     workers = [p for p in lab.pods if p.component == naming.WORKER]
-    expected = {naming.slurm_node_name(p.pool, p.ordinal) for p in workers}
+    expected = {p.slurm_node for p in workers}
     if not expected:
         return
 

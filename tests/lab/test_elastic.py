@@ -17,7 +17,7 @@ from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.access import lab_pool_access
 from slurmk8s.render import render
 
-from test_lab_bundles import _unavailable
+from labenv import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "tests/lab/profiles/elastic.yaml"
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.lab
 @pytest.fixture(scope="module")
 def lab():
     bundle = render(read_profile(PROFILE))
-    reason = _unavailable(bundle.version)
+    reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
     booted = cluster.boot(bundle, log=lambda line: None)

@@ -7,7 +7,6 @@ Needs root and the Slurm 26.05 rootfs (.ci/install-lab.sh).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -15,24 +14,14 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.files import read_profile
-from slurmk8s.lab import cluster, hostnode, rootfs, sandbox, verify
-from slurmk8s.lab.errors import LabUnavailable
+from slurmk8s.lab import cluster, hostnode, sandbox, verify
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.render import render
 
+from labenv import lab_unavailable
+
 PROFILE = Path(__file__).resolve().parent / "profiles/side-by-side-lab.yaml"
 pytestmark = pytest.mark.lab
-
-
-def _unavailable(version: str) -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    try:
-        sandbox.preflight()
-    except LabUnavailable as e:
-        return str(e)
-    path = rootfs.rootfs_path(version, rootfs.default_cache_dir())
-    return None if rootfs.rootfs_info(path) else f"no Slurm {version} rootfs in {path} (bash .ci/install-lab.sh)"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +29,7 @@ def fenced():
     """The lab booted with the shared node's slurmd started fenced; torn down (and checked clean) after."""
     profile = read_profile(PROFILE)
     bundle = render(profile)
-    reason = _unavailable(bundle.version)
+    reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
     shape = profile.side_by_side.shapes[0]

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.files import read_profile
-from slurmk8s.lab import cluster, rootfs, sandbox, verify
+from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
 from slurmk8s.render import render
+
+from labenv import lab_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {
@@ -28,24 +30,11 @@ PROFILES = {
 pytestmark = pytest.mark.lab
 
 
-def _unavailable(version: str) -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    try:
-        sandbox.preflight()
-    except LabUnavailable as e:
-        return str(e)
-    if version == "22.05":
-        return None if rootfs.host_slurm_version() else "host Slurm packages missing (bash .ci/install-lab.sh)"
-    path = rootfs.rootfs_path(version, rootfs.default_cache_dir())
-    return None if rootfs.rootfs_info(path) else f"no Slurm {version} rootfs in {path} (bash .ci/install-lab.sh)"
-
-
 @pytest.fixture(scope="module", params=sorted(PROFILES), ids=sorted(PROFILES))
 def booted(request):
     """A booted lab per profile, torn down (and checked clean) afterwards."""
     bundle = render(read_profile(PROFILES[request.param]))
-    reason = _unavailable(bundle.version)
+    reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
     lab = cluster.boot(bundle, log=lambda line: None)

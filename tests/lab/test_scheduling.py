@@ -10,7 +10,6 @@ Needs root and the 26.05 rootfs (.ci/install-lab.sh).
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
@@ -21,9 +20,10 @@ import pytest
 from slurmk8s.actions.accounts import apply_accounts, read_tree
 from slurmk8s.actions.files import read_profile
 from slurmk8s.lab import cluster, rootfs, sandbox
-from slurmk8s.lab.errors import LabUnavailable
 from slurmk8s.render import render
 from slurmk8s.render.accounts import desired_tree, plan_accounts
+
+from labenv import lab_unavailable
 
 PROFILE = Path(__file__).resolve().parent / "profiles/sched-2605.yaml"
 USERS = {"sk8s-alice": 61101, "sk8s-bob": 61102}
@@ -31,17 +31,6 @@ ALICE, BOB = "sk8s-alice", "sk8s-bob"
 DEADLINE_S = 60
 
 pytestmark = pytest.mark.lab
-
-
-def _unavailable(version: str) -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    try:
-        sandbox.preflight()
-    except LabUnavailable as e:
-        return str(e)
-    path = rootfs.rootfs_path(version, rootfs.default_cache_dir())
-    return None if rootfs.rootfs_info(path) else f"no Slurm {version} rootfs in {path} (bash .ci/install-lab.sh)"
 
 
 def _add_users(root: Path) -> list[str]:
@@ -62,7 +51,7 @@ def lab():
     """The booted lab with the tree applied and user alice's burst already run (for the fair-share test)."""
     profile = read_profile(PROFILE)
     bundle = render(profile)
-    reason = _unavailable(bundle.version)
+    reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
     root = rootfs.rootfs_path(bundle.version, rootfs.default_cache_dir())

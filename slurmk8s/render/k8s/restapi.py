@@ -38,7 +38,7 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
         "volumeMounts": mounts_config(profile, init=False),
     }
     pod = pod_spec(profile, naming.RESTAPI, [container],
-                   [init_config_container(profile, image, [f"chmod 0644 /etc/slurm/*.conf"])], volume_config(profile))
+                   [init_config_container(profile, image, ["chmod 0644 /etc/slurm/*.conf"])], volume_config(profile))
     selector = naming.selector_labels(profile.name, naming.RESTAPI)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
