@@ -62,9 +62,10 @@ def fence(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) ->
 
 def _register_command_groups() -> None:
     """Commands that live in their own modules (cluster access, the lab), registered lazily-importing."""
-    from slurmk8s import cli_cluster, cli_lab
+    from slurmk8s import cli_cluster, cli_lab, cli_topology
     cli_cluster.register(app)
     cli_lab.register(app)
+    cli_topology.register(app)
 
 
 _register_command_groups()

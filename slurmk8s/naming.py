@@ -32,10 +32,12 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POOL = "slurmk8s.io/pool"
+LABEL_DOMAIN = "slurmk8s.io/topology-domain"  # the leaf domain of a pinned pool segment
 ANNOTATION_CONFIG_HASH = "slurmk8s.io/config-hash"
 ANNOTATION_NODE_NAMES = "slurmk8s.io/slurm-nodes"
 ANNOTATION_MAX_REPLICAS = "slurmk8s.io/max-replicas"
 ANNOTATION_MIN_REPLICAS = "slurmk8s.io/min-replicas"
+ANNOTATION_FIRST_NODE = "slurmk8s.io/first-node"  # Slurm node number of pod 0 of a per-leaf StatefulSet
 ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
 
 # Daemon per component, for app.kubernetes.io/name.
@@ -64,6 +66,11 @@ def pool_statefulset(cluster: str, pool: str) -> str:
     return f"{cluster}-{pool}"
 
 
+def segment_statefulset(cluster: str, pool: str, domain: str) -> str:
+    """StatefulSet of the slots of a pool that sit in one topology leaf domain."""
+    return f"{cluster}-{pool}-{domain}"
+
+
 def nodes_service(cluster: str) -> str:
     """The one headless Service that governs every pool's StatefulSet.
 
@@ -89,9 +96,19 @@ def slurm_node_range(pool: str, count: int) -> str:
     return _range(pool, count)
 
 
+def slurm_node_span(pool: str, first: int, count: int) -> str:
+    """Slurm hostlist for ordinals first..first+count-1 of a pool."""
+    return f"{pool}-{first}" if count == 1 else f"{pool}-[{first}-{first + count - 1}]"
+
+
 def pool_hostname_range(cluster: str, pool: str, count: int) -> str:
     """Slurm hostlist of the pod hostnames of a pool (NodeHostname)."""
     return _range(pool_statefulset(cluster, pool), count)
+
+
+def statefulset_hostname_range(statefulset: str, count: int) -> str:
+    """Slurm hostlist of the pod hostnames of members 0..count-1 of a StatefulSet."""
+    return _range(statefulset, count)
 
 
 def _range(prefix: str, count: int) -> str:

@@ -51,8 +51,10 @@ RULES = {
                                                           "slurmk8s.quantity") and under(n, "slurmk8s"),
     "only-kube-imports-kubernetes": lambda m, n, top: under(n, "kubernetes") and not under(m, "slurmk8s.kube"),
     "only-actions-and-cli-use-lab-and-kube": lambda m, n, top: under(n, "slurmk8s.lab", "slurmk8s.kube")
-    and not under(m, "slurmk8s.actions", "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.lab", "slurmk8s.kube"),
-    "cli-imports-actions-lazily": lambda m, n, top: under(m, "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab")
+    and not under(m, "slurmk8s.actions", "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology",
+                   "slurmk8s.lab", "slurmk8s.kube"),
+    "cli-imports-actions-lazily": lambda m, n, top: under(m, "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab",
+                                                                 "slurmk8s.cli_topology")
     and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.render", "slurmk8s.output"),
 }
 

@@ -3,6 +3,10 @@
 A StatefulSet removes its highest ordinals first, so scaling from R to N removes Slurm
 nodes <pool>-N .. <pool>-(R-1): exactly those are drained, waited for, and handed back to
 Slurm's power saving (powered down, CLOUD) once their pods are gone.
+
+A pool split over topology leaves (one StatefulSet per leaf, leaf j owning nodes
+<pool>-<offset_j> ..) scales the same way: N means nodes <pool>-0 .. <pool>-(N-1) run, so
+leaf j gets clamp(N - offset_j, 0, slots_j) pods; every node above N in any leaf is drained first.
 """
 
 from __future__ import annotations
@@ -28,38 +32,70 @@ class PoolAccess:
     slurm: SlurmFn
 
 
+@dataclass(frozen=True)
+class PoolSegment:
+    """One StatefulSet of a pool: pod i is Slurm node <pool>-<offset + i>."""
+
+    statefulset: str
+    offset: int
+    min_replicas: int
+    max_replicas: int
+
+    def target(self, replicas: int) -> int:
+        """This StatefulSet's replicas when the pool runs nodes 0..replicas-1."""
+        return max(0, min(self.max_replicas, replicas - self.offset))
+
+
+def pool_segments(bundle: Bundle, pool: str) -> list[PoolSegment]:
+    """The pool's StatefulSets in node order, from the rendered labels and annotations."""
+    found = []
+    for sts in bundle.of_kind("StatefulSet"):
+        labels, notes = sts["metadata"].get("labels", {}), sts["metadata"].get("annotations", {})
+        if labels.get(naming.LABEL_POOL) == pool and naming.ANNOTATION_MAX_REPLICAS in notes:
+            found.append(PoolSegment(sts["metadata"]["name"], int(notes.get(naming.ANNOTATION_FIRST_NODE, "0")),
+                                     int(notes[naming.ANNOTATION_MIN_REPLICAS]), int(notes[naming.ANNOTATION_MAX_REPLICAS])))
+    if not found:
+        pools = sorted({o["metadata"]["labels"][naming.LABEL_POOL] for o in bundle.of_kind("StatefulSet")
+                        if naming.LABEL_POOL in o["metadata"]["labels"]})
+        raise UsageError(f"no pool {pool!r} in cluster {bundle.cluster} (pools: {', '.join(pools)})")
+    return sorted(found, key=lambda s: s.offset)
+
+
 def pool_range(bundle: Bundle, pool: str) -> tuple[str, int, int]:
-    """(StatefulSet, minReplicas, maxReplicas) of a pool, from the rendered annotations."""
-    name = naming.pool_statefulset(bundle.cluster, pool)
-    try:
-        sts = bundle.find("StatefulSet", name)
-    except KeyError:
-        pools = sorted(o["metadata"]["labels"][naming.LABEL_POOL] for o in bundle.of_kind("StatefulSet")
-                       if naming.LABEL_POOL in o["metadata"]["labels"])
-        raise UsageError(f"no pool {pool!r} in cluster {bundle.cluster} (pools: {', '.join(pools)})") from None
-    notes = sts["metadata"]["annotations"]
-    return name, int(notes[naming.ANNOTATION_MIN_REPLICAS]), int(notes[naming.ANNOTATION_MAX_REPLICAS])
+    """(first StatefulSet, minReplicas, maxReplicas) of a pool, from the rendered annotations."""
+    segments = pool_segments(bundle, pool)
+    return (segments[0].statefulset, sum(s.min_replicas for s in segments), sum(s.max_replicas for s in segments))
+
+
+def checked_segments(bundle: Bundle, pool: str, replicas: int) -> list[PoolSegment]:
+    """The pool's StatefulSets; UsageError (exit 2) for an unknown pool or a count outside min..max."""
+    _, low, high = pool_range(bundle, pool)
+    if not low <= replicas <= high:
+        raise UsageError(f"pool {pool}: {replicas} is outside minReplicas..maxReplicas ({low}..{high})")
+    return pool_segments(bundle, pool)
 
 
 def checked_target(bundle: Bundle, pool: str, replicas: int) -> str:
-    """The pool's StatefulSet; UsageError (exit 2) for an unknown pool or a count outside min..max."""
-    sts, low, high = pool_range(bundle, pool)
-    if not low <= replicas <= high:
-        raise UsageError(f"pool {pool}: {replicas} is outside minReplicas..maxReplicas ({low}..{high})")
-    return sts
+    """The pool's (first) StatefulSet; UsageError (exit 2) for an unknown pool or a count outside min..max."""
+    return checked_segments(bundle, pool, replicas)[0].statefulset
 
 
 def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, timeout_s: float = 24 * 3600,
                poll_s: float = 2.0, log: Callable[[str], None] = print) -> int:
     """Scale a pool without killing a job; returns the replicas before. UsageError outside min..max."""
-    sts = checked_target(bundle, pool, replicas)
-    current = access.get_replicas(sts)
-    if replicas >= current:
-        if replicas > current:
-            access.set_replicas(sts, replicas)
+    segments = checked_segments(bundle, pool, replicas)
+    live = {s.statefulset: access.get_replicas(s.statefulset) for s in segments}
+    current = sum(live.values())
+    # Growing never kills anything: at once.
+    for s in segments:
+        if s.target(replicas) > live[s.statefulset]:
+            access.set_replicas(s.statefulset, s.target(replicas))
+    shrinking = [s for s in segments if s.target(replicas) < live[s.statefulset]]
+    if not shrinking:
         log(f"pool {pool}: {current} -> {replicas} replicas")
         return current
-    going = [naming.slurm_node_name(pool, i) for i in range(replicas, current)]
+    going = [naming.slurm_node_name(pool, s.offset + i) for s in shrinking
+             for i in range(s.target(replicas), live[s.statefulset])]
     nodes = ",".join(going)
     access.slurm(["scontrol", "update", f"nodename={nodes}", "state=drain", f"reason={DRAIN_REASON}"])
     log(f"pool {pool}: draining {nodes}; waiting for their jobs to finish")
@@ -73,7 +109,8 @@ def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, tim
             raise ClusterError(f"pool {pool}: jobs still running on {nodes} after {timeout_s:.0f} s "
                                f"({'; '.join(jobs)}); the nodes stay drained and the pool keeps {current} replicas")
         time.sleep(poll_s)
-    access.set_replicas(sts, replicas)
+    for s in shrinking:
+        access.set_replicas(s.statefulset, s.target(replicas))
     # The pods are going: hand the nodes back to power saving (powered down, no longer drained).
     access.slurm(["scontrol", "update", f"nodename={nodes}", "state=power_down_force"])
     access.slurm(["scontrol", "update", f"nodename={nodes}", "state=resume"])

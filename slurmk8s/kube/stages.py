@@ -16,7 +16,8 @@ _FOUNDATION = [
     ("secrets", {"Secret"}),
     ("config maps", {"ConfigMap"}),
 ]
-WORKLOADS = {"StatefulSet", "Deployment", "DaemonSet", "Job"}
+# A ScaledObject goes out with the workload it scales.
+WORKLOADS = {"StatefulSet", "Deployment", "DaemonSet", "Job", "ScaledObject"}
 NETWORK_AND_STORAGE = "services, claims, policies"
 # Workloads start in the order their daemons need each other: the database before slurmdbd,
 # slurmdbd before slurmctld registers the cluster, slurmctld before slurmd and clients.

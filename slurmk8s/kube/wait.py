@@ -81,8 +81,10 @@ def running_slurm_nodes(kube: Kube, bundle: Bundle) -> list[str]:
     for pod in pods:
         pool = (pod["metadata"].get("labels") or {}).get(naming.LABEL_POOL)
         ordinal = pod["metadata"]["name"].rsplit("-", 1)[-1]
+        # A per-leaf StatefulSet of a topology numbers its pods from its first node.
+        first = int((pod["metadata"].get("annotations") or {}).get(naming.ANNOTATION_FIRST_NODE, "0"))
         if pool and ordinal.isdigit() and pod_ready(pod):
-            nodes.append(naming.slurm_node_name(pool, int(ordinal)))
+            nodes.append(naming.slurm_node_name(pool, first + int(ordinal)))
     return sorted(nodes)
 
 

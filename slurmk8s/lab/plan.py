@@ -70,6 +70,13 @@ class Pod:
     labels: dict[str, str] = field(default_factory=dict)
     service_account_token: bool = False  # automountServiceAccountToken
 
+    first_node: int = 0  # Slurm node number of ordinal 0 (a per-leaf StatefulSet of a topology)
+
+    @property
+    def slurm_node(self) -> str | None:
+        """Slurm node name of a pool pod: <pool>-<first_node + ordinal>."""
+        return naming.slurm_node_name(self.pool, self.first_node + self.ordinal) if self.pool else None
+
     @property
     def uses_slurm_image(self) -> bool:
         """Every pod but the database runs a Slurm image (replaced by the lab's Slurm build)."""
@@ -163,6 +170,7 @@ def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
         containers=tuple(_container(c, gpu_resources) for c in template["spec"]["containers"]),
         labels=dict(labels),
         service_account_token=bool(template["spec"].get("automountServiceAccountToken", True)),
+        first_node=int(template["metadata"].get("annotations", {}).get(naming.ANNOTATION_FIRST_NODE, "0")),
     )
 
 

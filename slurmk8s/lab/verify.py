@@ -38,7 +38,7 @@ def _run(lab: Lab, argv: list[str], timeout: float = 60) -> str:
 
 def running_nodes(lab: Lab) -> dict[str, str]:
     """Slurm node name -> pod hostname of every running pool member."""
-    return {naming.slurm_node_name(p.pool, p.ordinal): p.hostname for p in lab.pods if p.component == naming.WORKER}
+    return {p.slurm_node: p.hostname for p in lab.pods if p.component == naming.WORKER}
 
 
 def expand(lab: Lab, hostlist: str) -> list[str]:

@@ -39,7 +39,10 @@ def chart_name(bundle: Bundle) -> str:
 
 
 def _pool_of(obj: dict) -> str | None:
-    return obj["metadata"].get("labels", {}).get(naming.LABEL_POOL) if obj["kind"] == "StatefulSet" else None
+    """The values key of a pool StatefulSet: the pool, or <pool>-<leaf> for a pool split over topology leaves."""
+    labels = obj["metadata"].get("labels", {}) if obj["kind"] == "StatefulSet" else {}
+    pool = labels.get(naming.LABEL_POOL)
+    return f"{pool}-{labels[naming.LABEL_DOMAIN]}" if pool and naming.LABEL_DOMAIN in labels else pool
 
 
 class _Templater:

@@ -12,6 +12,7 @@ from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
+from slurmk8s.profile.topology import check_topology
 from slurmk8s.quantity import to_mib
 
 Problem = tuple[tuple, str, bool]
@@ -51,6 +52,8 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_scheduling(spec)
     problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
                                    {p.name for p in profile.partitions})
+    problems += check_topology(profile.topology, spec, profile.name, profile.version,
+                               {p.name: (p.max_replicas, p.elastic) for p in profile.pools})
     return problems
 
 
@@ -81,6 +84,10 @@ def _check_pools(profile: Profile, spec: dict) -> list[Problem]:
             out.append((at + ("replicas",), f"{replicas} is less than minReplicas {low}", False))
         elif high is not None and replicas > high:
             out.append((at + ("replicas",), f"{replicas} is greater than maxReplicas {high}", False))
+        pool = profile.pool(name)
+        if "keda" in raw and not pool.elastic:
+            out.append((at + ("keda",), "KEDA needs an elastic pool (minReplicas < maxReplicas); this one has "
+                        f"{pool.min_replicas}..{pool.max_replicas}", True))
         if to_mib(raw["memory"]) < MIN_POOL_MEMORY_MIB:
             out.append((at + ("memory",), f"{raw['memory']} is less than the minimum of {MIN_POOL_MEMORY_MIB}Mi (slurmd needs room beside the jobs)", False))
         rdma = raw.get("rdma") or {}

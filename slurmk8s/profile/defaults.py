@@ -37,6 +37,7 @@ DEFAULTS: dict[str, object] = {
     "spec.pools[].gpus.resource": "nvidia.com/gpu",
     "spec.pools[].rdma.count": 1,
     "spec.pools[].rdma.hugepages.size": "2Mi",
+    "spec.pools[].keda.pollingInterval": 30,
     "spec.partitions[].default": False,
     "spec.partitions[].maxTime": "UNLIMITED",
     "spec.networkPolicy.enabled": True,

@@ -12,12 +12,13 @@ from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
 from slurmk8s.profile.model import (
-    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Login, Partition, Pool, PowerSaving, Profile,
+    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.schema import describe_value, validate_schema
 from slurmk8s.profile.sidebyside import load_side_by_side
+from slurmk8s.profile.topology import load_topology
 from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
@@ -91,6 +92,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         ),
         scheduling=load_scheduling(spec.get("scheduling", {})),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
+        topology=load_topology(spec.get("topology")),
         source=source,
     )
 
@@ -170,6 +172,8 @@ def _pool(raw: dict) -> Pool:
         features=tuple(raw.get("features", [])),
         node_selector=tuple(sorted(raw.get("nodeSelector", {}).items())),
         tolerations=tuple(tuple(sorted(t.items())) for t in raw.get("tolerations", [])),
+        keda=Keda(raw["keda"]["serverAddress"], raw["keda"]["query"], raw["keda"]["threshold"],
+                  raw["keda"].get("pollingInterval", _d("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
+from slurmk8s.profile.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,14 @@ class Rdma:
 
 
 @dataclass(frozen=True)
+class Keda:
+    server_address: str
+    query: str
+    threshold: str
+    polling_interval: int
+
+
+@dataclass(frozen=True)
 class Pool:
     name: str
     replicas: int
@@ -94,6 +103,7 @@ class Pool:
     features: tuple[str, ...]
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[tuple[tuple[str, object], ...], ...]
+    keda: Keda | None = None
 
     @property
     def elastic(self) -> bool:
@@ -140,6 +150,7 @@ class Profile:
     # Defaulted (the section's defaults) so fields added beside it by others may carry defaults too.
     scheduling: Scheduling = field(default_factory=lambda: load_scheduling({}))
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
+    topology: Topology | None = None  # spec.topology (profile/topology.py)
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

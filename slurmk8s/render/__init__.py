@@ -6,7 +6,7 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.accounts import render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
-from slurmk8s.render.k8s import accounting, cluster, controller, login, power, restapi, security, workers
+from slurmk8s.render.k8s import accounting, cluster, controller, keda, login, power, restapi, security, workers
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 from slurmk8s.render import hostfiles
@@ -83,12 +83,13 @@ def render(profile: Profile) -> Bundle:
         objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
     controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
-    objects += [workers.build_statefulset_pool(profile, p, slurm_hash) for p in profile.pools]
+    objects += [sts for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurm_hash)]
     objects += sidebyside.build_daemonsets_shared(profile, slurm_hash)
     if profile.login.replicas:
         objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
+    objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
     objects = [security.with_scan_annotations(o) for o in objects]
     out_files = dict(files)

@@ -11,7 +11,7 @@ import jinja2
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import fence
+from slurmk8s.render import fence, topology
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
@@ -115,8 +115,8 @@ def render_slurm_conf(profile: Profile) -> str:
     """slurm.conf: controllers, auth, plugins, accounting, every node of every pool, partitions."""
     nodes = [
         {
-            "names": naming.slurm_node_range(p.name, p.max_replicas),
-            "hostnames": naming.pool_hostname_range(profile.name, p.name, p.max_replicas),
+            "names": seg.node_names,
+            "hostnames": naming.statefulset_hostname_range(seg.statefulset, seg.slots),
             "cpus": p.cpus,
             "real_memory": p.memory_mib,
             "mem_spec_limit": mem_spec_limit_mib(p),
@@ -124,7 +124,8 @@ def render_slurm_conf(profile: Profile) -> str:
             "features": ",".join(p.features),
             "state": "CLOUD",
         }
-        for p in profile.pools
+        # One NodeName line per segment: a pool split over topology leaves has one per leaf.
+        for p in profile.pools for seg in topology.pool_segments(profile, p)
     ] + fence.shared_slurm_nodes(profile)
     partitions = [
         {
@@ -155,6 +156,8 @@ def render_slurm_conf(profile: Profile) -> str:
         power=power_settings(profile),
         task_plugin_param=fence.task_plugin_param(profile),
         scheduling=scheduling_settings(profile),
+        topology_plugin=topology.topology_plugin(profile),
+        topology_file=topology.topology_file_name(profile),
     )
 
 
@@ -198,4 +201,7 @@ def render_slurm_files(profile: Profile) -> dict[str, str]:
     gres = render_gres_conf(profile)
     if gres:
         files["gres.conf"] = gres
+    topology_file = topology.topology_file_name(profile)
+    if topology_file:
+        files[topology_file] = _render(f"{topology_file}.j2", **topology.topology_data(profile))
     return dict(sorted(files.items()))

@@ -105,3 +105,33 @@ def test_up_run_a_job_status_noop_up_down(kubeconfig):
     kept = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "pvc,secrets",
                "-l", "app.kubernetes.io/instance=dev", "-o", "name").stdout
     assert "persistentvolumeclaim/statesave-dev-controller-0" in kept and "secret/dev-auth-key" in kept
+
+
+TOPOLOGY_PROFILE = str(REPO / "profiles" / "kind-topology.yaml")
+
+
+def test_topology_profile_pins_each_leaf_and_keeps_switches1_jobs_in_one_leaf(kubeconfig):
+    """profiles/kind-topology.yaml on kind-configs/dev.yaml's labelled workers: discover prints the
+    same sub-blocks, `up` applies one StatefulSet per leaf, each pod lands on a node carrying its
+    leaf's labels, and a --switches=1 job of two nodes runs inside one sub-block."""
+    discovered = slurmk8s(kubeconfig, "topology", "discover", "--labels", "gke", "--pool", "cpu").stdout
+    for sub in ("subblock-a1", "subblock-a2", "subblock-b1"):
+        assert f"name: {sub}" in discovered
+
+    up = slurmk8s(kubeconfig, "up", TOPOLOGY_PROFILE, "--timeout", "900")
+    assert "cluster topo is ready" in up.stdout
+    pods = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "pods", "-l",
+               "app.kubernetes.io/instance=topo,app.kubernetes.io/component=worker", "-o",
+               "jsonpath={range .items[*]}{.metadata.labels.slurmk8s\\.io/topology-domain} {.spec.nodeName}{\"\\n\"}{end}").stdout
+    placed = [line.split() for line in pods.strip().splitlines()]
+    assert len(placed) == 4
+    for leaf, node in placed:
+        label = run("kubectl", "--kubeconfig", kubeconfig, "get", "node", node, "-o",
+                    "jsonpath={.metadata.labels.cloud\\.google\\.com/gce-topology-subblock}").stdout.strip()
+        assert label == leaf, (leaf, node, label)
+
+    login = "topo-login-0"
+    job = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", login, "-c", LOGIN_CONTAINER, "--",
+              "srun", "-N2", "--switches=1", "hostname").stdout.split()
+    assert sorted(job) == ["topo-cpu-subblock-a1-0", "topo-cpu-subblock-a1-1"]  # the only leaf with two nodes
+    slurmk8s(kubeconfig, "down", TOPOLOGY_PROFILE)

@@ -14,6 +14,8 @@ from apistub import ApiStub
 def stub():
     """A fresh API stub on 127.0.0.1, stopped after the test."""
     server = ApiStub().start()
+    # A GPU cluster with KEDA installed (profiles/gpu-ib.yaml renders a ScaledObject).
+    server.discovery["/apis/keda.sh/v1alpha1"] = [{"name": "scaledobjects", "kind": "ScaledObject", "namespaced": True}]
     yield server
     server.stop()
 

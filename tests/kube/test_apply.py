@@ -59,9 +59,10 @@ def test_stages_follow_dependency_order_and_run_in_parallel(stub, up):
         done = max(r.ended for k, r in by_name.items() if stage_index[k] == earlier)
         begun = min(r.started for k, r in by_name.items() if stage_index[k] == later)
         assert done <= begun, f"{STAGE_NAMES[later]} started before {STAGE_NAMES[earlier]} finished"
-    # two pools, one stage: the second starts before the first is answered
+    # two pools (and the ScaledObject of one), one stage: each starts before the first is answered
     pools = sorted((r for k, r in by_name.items() if STAGE_NAMES[stage_index[k]] == "worker"), key=lambda r: r.started)
-    assert len(pools) == 2 and pools[1].started < pools[0].ended
+    assert sorted(r.body["kind"] for r in pools) == ["ScaledObject", "StatefulSet", "StatefulSet"]
+    assert all(r.started < pools[0].ended for r in pools[1:])
 
 
 def test_missing_secrets_get_strong_fresh_material(stub, up):
@@ -285,3 +286,10 @@ def test_status_updates_by_controllers_do_not_count_as_changes(stub, up):
     plan, lines = up(KIND_DEV)
     assert not plan.changed, [c for c in plan.changes if c.action != "unchanged"]
     assert lines[-1].startswith("no changes:")
+
+
+def test_a_scaledobject_without_keda_installed_is_one_clear_error(stub, up):
+    del stub.discovery["/apis/keda.sh/v1alpha1"]
+    with pytest.raises(ClusterError, match=r"the cluster does not serve ScaledObject \(keda.sh/v1alpha1\); "
+                                           r"is its CustomResourceDefinition installed\?"):
+        up(GPU_IB)

@@ -42,8 +42,10 @@ def test_values_expose_only_safe_knobs(example_profile: Path) -> None:
     bundle = render_file(example_profile)
     tree = build_tree(bundle, "helm")
     values = yaml.safe_load(tree["values.yaml"])
-    pools = {o["metadata"]["labels"]["slurmk8s.io/pool"]: o for o in bundle.objects if o["kind"] == "StatefulSet"
-             and "slurmk8s.io/pool" in o["metadata"]["labels"]}
+    # A pool split over topology leaves has one StatefulSet, and one values key, per leaf: <pool>-<leaf>.
+    pools = {"-".join(filter(None, (o["metadata"]["labels"]["slurmk8s.io/pool"],
+                                    o["metadata"]["labels"].get("slurmk8s.io/topology-domain")))): o
+             for o in bundle.objects if o["kind"] == "StatefulSet" and "slurmk8s.io/pool" in o["metadata"]["labels"]}
     assert values["pools"] == {p: {"replicas": o["spec"]["replicas"]} for p, o in pools.items()}
     for pool_sts in pools.values():  # a slurmd's resources are its Slurm node size: never a value
         assert "resources" not in values["workloads"][pool_sts["metadata"]["name"]]

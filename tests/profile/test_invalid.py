@@ -62,13 +62,17 @@ def edit(old: str, new: str) -> str:
     return BASE.replace(old, new, 1)
 
 
-POOL_FIELDS = "cpus, features, gpus, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, tolerations"
+POOL_FIELDS = ("cpus, features, gpus, keda, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, "
+               "tolerations")
 DNS1035 = ("a DNS-1035 label (lowercase letters, digits and '-', starting with a letter "
            "and ending with a letter or digit)")
 VERSIONS = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"
 
 # (id, file content (None: no file), expected stderr lines)
 CASES: list[tuple[str, str | bytes | None, list[str]]] = [
+    ("keda-on-fixed-pool", edit("      memory: 2Gi\n", "      memory: 2Gi\n      keda: {serverAddress: 'http://p:9090', "
+                                "query: q, threshold: '1'}\n"),
+     ["bad.yaml:11:7: spec.pools[0].keda: KEDA needs an elastic pool (minReplicas < maxReplicas); this one has 1..1"]),
     ("yaml-syntax", "a: [1, 2\n",
      ["bad.yaml:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"]),
     ("empty-file", "", ["bad.yaml:1:1: the file is empty: expected a ClusterProfile mapping"]),
@@ -256,6 +260,101 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      ["bad.yaml:22:51: spec.sideBySide.shapes[0].slurm.gpus: shape 'dgx': GPUs for Slurm in pod mode are not supported "
       "yet (the device plugin picks the devices, so gres.conf cannot name them); use host mode"]),
 ]
+
+
+# spec.topology (profile/topology.py): a cpu pool of 2 (tree) or 4 (blocks) nodes.
+TOPOLOGY = """\
+  topology:
+    plugin: tree
+    fromLabels: [example.com/spine, example.com/rack]
+    domains:
+      - name: s1
+        nodeLabels: {example.com/spine: s1}
+        children:
+          - {name: r1, nodeLabels: {example.com/rack: r1}, slots: {cpu: 1}}
+          - {name: r2, nodeLabels: {example.com/rack: r2}, slots: {cpu: 1}}
+"""
+BASE2 = BASE.replace("replicas: 1", "replicas: 1\n      maxReplicas: 2")
+
+
+def topo(old: str = "", new: str = "", version: str = "") -> str:
+    """BASE (cpu pool of 2 nodes) plus a valid tree topology, with one exact substring replaced."""
+    assert old in TOPOLOGY
+    slurm = f"  slurm: {{version: '{version}', images: {{registry: r.example/hpc}}}}\n" if version else ""
+    return BASE2 + slurm + (TOPOLOGY.replace(old, new, 1) if old else TOPOLOGY)
+
+
+BLOCKS = """\
+  topology:
+    plugin: block
+    domains:
+      - {name: b1, nodeLabels: {example.com/block: b1}, slots: {cpu: 3}}
+      - {name: b2, nodeLabels: {example.com/block: b2}, slots: {cpu: 1}}
+"""
+BASE4 = BASE.replace("replicas: 1", "replicas: 1\n      maxReplicas: 4")
+
+
+def blocks(version: str, extra: str = "") -> str:
+    """BASE (cpu pool of 4 nodes) on a Slurm version, with two unequal blocks."""
+    return BASE4 + f"  slurm: {{version: '{version}', images: {{registry: r.example/hpc}}}}\n" + BLOCKS + extra
+
+
+FLAT = ("""      - name: s1
+        nodeLabels: {example.com/spine: s1}
+        children:
+          - {name: r1""", "      - {name: r1")
+CASES += [
+    ("topology-block-before-23.11",
+     topo("plugin: tree", "plugin: block", version="23.02")
+        .replace("[example.com/spine, example.com/rack]", "[example.com/rack]").replace(*FLAT).replace("          - {name: r2", "      - {name: r2"),
+     ['bad.yaml:14:13: spec.topology.plugin: topology/block needs Slurm 23.11 or newer; 23.02 has only tree']),
+    ("topology-unequal-blocks-23.11",
+     blocks("23.11"),
+     ['bad.yaml:15:5: spec.topology.domains: blocks of unequal sizes (3, 1 nodes) need BlockSizes, which Slurm 23.11 lacks (24.05+); make the blocks equal']),
+    ("topology-blocksizes-23.11",
+     blocks("23.11", "    blockSizes: [1]\n"),
+     ['bad.yaml:18:5: spec.topology.blockSizes: BlockSizes needs Slurm 24.05 or newer; 23.11 has none']),
+    ("topology-blocksizes-not-power-of-two",
+     blocks("24.11", "    blockSizes: [1, 3]\n"),
+     ["bad.yaml:18:5: spec.topology.blockSizes: 3 must be a power-of-two multiple of 1 (Slurm's rule)"]),
+    ("topology-tree-dynamic-nodes-22.05",
+     topo(version="22.05").replace("hpc}}\n", "hpc}, config: {MaxNodeCount: 64}}\n"),
+     ['bad.yaml:12:73: spec.slurm.config.MaxNodeCount: dynamic nodes (MaxNodeCount) with topology/tree make every job fail on Slurm 22.05; drop one of them']),
+    ("topology-slots-short",
+     topo("slots: {cpu: 1}}\n          - {name: r2", "slots: {cpu: 0}}\n          - {name: r2"),
+     ["bad.yaml:15:5: spec.topology.domains: pool 'cpu' has maxReplicas 2 but 1 slot(s) in the leaf domains; every Slurm node must sit in exactly one leaf",
+      "bad.yaml:19:20: spec.topology.domains[0].children[0].name: leaf domain 'r1' holds no slots (give it slots of a pool)"]),
+    ("topology-unknown-pool",
+     topo("r2}, slots: {cpu: 1}", "r2}, slots: {cpu: 1, gpu: 1}"),
+     ["bad.yaml:20:76: spec.topology.domains[0].children[1].slots.gpu: unknown pool 'gpu' (pools: cpu)"]),
+    ("topology-tier-label-missing",
+     topo("{example.com/rack: r2}", "{example.com/spine: s9}"),
+     ["bad.yaml:20:20: spec.topology.domains[0].children[1].name: domain 'r2' needs nodeLabels['example.com/rack'] (tier 2 of fromLabels)"]),
+    ("topology-duplicate-domain",
+     topo("name: r2", "name: r1"),
+     ["bad.yaml:20:20: spec.topology.domains[0].children[1].name: duplicate domain name 'r1' (also spec.topology.domains[0].children[0])"]),
+    ("topology-statefulset-name-too-long",
+     topo("name: r2, nodeLabels: {example.com/rack: r2}", f"name: {'r' * 40}, nodeLabels: {{example.com/rack: {'r' * 40}}}")
+        .replace("name: demo", "name: " + "d" * 20),
+     ["bad.yaml:20:20: spec.topology.domains[0].children[1].name: StatefulSet name 'dddddddddddddddddddd-cpu-rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr' would be 65 characters; the limit is 52 (shorten the domain, pool or cluster name)"]),
+    ("topology-leaf-unpinned",
+     topo().replace("    fromLabels: [example.com/spine, example.com/rack]\n", "")
+        .replace("        nodeLabels: {example.com/spine: s1}\n", "").replace("nodeLabels: {example.com/rack: r2}, ", ""),
+     ["bad.yaml:18:20: spec.topology.domains[0].children[1].name: leaf domain 'r2' has no nodeLabels (nor has any switch above it): nothing would pin its pods to the domain"]),
+    ("topology-leaves-same-labels",
+     topo("{example.com/rack: r2}", "{example.com/rack: r1}"),
+     ["bad.yaml:20:20: spec.topology.domains[0].children[1].name: leaf domain 'r2' requires the same node labels as 'r1': its pods could land in the other domain"]),
+    ("topology-missing-plugin",
+     BASE2 + "  topology:\n    fromLabels: gke\n    domains: []\n",
+     ["bad.yaml:13:5: spec.topology: missing required field 'plugin'",
+      'bad.yaml:14:14: spec.topology.domains: expected at least 1 item(s), found 0']),
+]
+
+
+def test_topology_cases_are_one_edit_from_valid(tmp_path: Path) -> None:
+    """The unedited topology sections are valid, so each topology case tests exactly its edit."""
+    assert len(read_profile(write_case(tmp_path, topo(version="22.05"))).topology.leaves()) == 2
+    assert read_profile(write_case(tmp_path, blocks("24.11"))).topology.plugin == "block"
 
 
 def write_case(directory: Path, content: str | bytes | None) -> Path:

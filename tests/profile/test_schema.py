@@ -38,15 +38,18 @@ def resolve(node: dict) -> dict:
     return node
 
 
-def schema_defaults(node: dict, path: str = "") -> Iterator[tuple[str, Any]]:
+def schema_defaults(node: dict, path: str = "", refs: frozenset = frozenset()) -> Iterator[tuple[str, Any]]:
     """(DEFAULTS-style path, default) for every `default` reachable from the root properties."""
+    if node.get("$ref") in refs:  # a recursive definition (topology domains): its defaults were seen once
+        return
+    refs = refs | {node["$ref"]} if "$ref" in node else refs
     node = resolve(node)
     if "default" in node and path:
         yield path, node["default"]
     for name, sub in node.get("properties", {}).items():
-        yield from schema_defaults(sub, f"{path}.{name}" if path else name)
+        yield from schema_defaults(sub, f"{path}.{name}" if path else name, refs)
     if isinstance(node.get("items"), dict):
-        yield from schema_defaults(node["items"], f"{path}[]")
+        yield from schema_defaults(node["items"], f"{path}[]", refs)
 
 
 def test_schema_is_valid_draft_2020_12() -> None:

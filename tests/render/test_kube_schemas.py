@@ -9,6 +9,7 @@ import pytest
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError, all_versions
 
 from slurmk8s.actions.render import render_file
+from slurmk8s.output.crdschema import SCHEMA_FILES, validate_custom_resource
 
 # The minors we claim (issue 2: at least 1.29 through 1.34), as kubernetes-validate names them.
 KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(29, 35)]
@@ -24,6 +25,9 @@ def test_every_object_validates_strictly(example_profile: Path, version: str) ->
     assert bundle.objects
     failures = []
     for obj in bundle.objects:
+        if (obj["apiVersion"], obj["kind"]) in SCHEMA_FILES:  # a custom resource: its CRD schema, strict
+            failures += [f"{obj['kind']}/{obj['metadata']['name']}: {e}" for e in validate_custom_resource(obj)]
+            continue
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except (ValidationError, SchemaNotFoundError) as e:
@@ -39,3 +43,10 @@ def test_every_object_validates_strictly(example_profile: Path, version: str) ->
 def test_the_check_itself_can_fail(obj: dict, error: type[Exception]) -> None:
     with pytest.raises(error):
         kubernetes_validate.validate(obj, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_a_scaledobject_outside_its_crd_schema_fails() -> None:
+    bad = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "x"},
+           "spec": {"scaleTargetRef": {"name": "x"}, "triggers": [{"type": "prometheus", "metadata": {}}],
+                    "maxReplicas": 3}}
+    assert any("maxReplicas" in e for e in validate_custom_resource(bad))

@@ -8,6 +8,7 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.topology import topology_file_name
 
 Obj = dict[str, Any]
 
@@ -71,6 +72,8 @@ def mounts_config(profile: Profile, init: bool) -> list[Obj]:
 def config_script(profile: Profile, extra: list[str] = ()) -> str:
     """Shell run by the init container: copy config, install the key with the modes Slurm demands."""
     lines = ["set -eu", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
+    if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
+        lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")

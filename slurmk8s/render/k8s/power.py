@@ -14,6 +14,7 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj, meta
 from slurmk8s.render.slurmfiles import POWER_DIR
+from slurmk8s.render.topology import pool_segments
 
 
 
@@ -29,9 +30,16 @@ def elastic_pools(profile: Profile):
 
 
 def power_config(profile: Profile) -> str:
-    """pools.json: which StatefulSet each elastic pool is, and its range."""
-    pools = {p.name: {"statefulset": naming.pool_statefulset(profile.name, p.name), "min": p.min_replicas,
-                      "max": p.max_replicas} for p in elastic_pools(profile)}
+    """pools.json: which StatefulSet each elastic pool is, and its range; a pool split over
+    topology leaves lists its segments instead (node <pool>-<n> is in the segment whose range holds n)."""
+    pools = {}
+    for p in elastic_pools(profile):
+        segments = pool_segments(profile, p)
+        if segments[0].domain is None:
+            pools[p.name] = {"statefulset": segments[0].statefulset, "min": p.min_replicas, "max": p.max_replicas}
+        else:
+            pools[p.name] = {"segments": [{"statefulset": s.statefulset, "offset": s.offset, "min": s.min_replicas,
+                                           "max": s.slots} for s in segments]}
     return json.dumps({"namespace": profile.namespace, "pools": pools}, indent=2, sort_keys=True) + "\n"
 
 
@@ -47,7 +55,7 @@ def build_configmap_power(profile: Profile) -> Obj:
 
 def build_role_power(profile: Profile) -> Obj:
     """get/patch on statefulsets/scale of the elastic pools only."""
-    names = sorted(naming.pool_statefulset(profile.name, p.name) for p in elastic_pools(profile))
+    names = sorted(s.statefulset for p in elastic_pools(profile) for s in pool_segments(profile, p))
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": meta(profile, naming.role(profile.name, "power"), naming.CONTROLLER),
             "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets/scale"],

@@ -9,6 +9,7 @@ from slurmk8s.render.k8s.common import (
     volume_config,
 )
 from slurmk8s.render.slurmfiles import gres_of
+from slurmk8s.render.topology import Segment, node_affinity, pool_segments
 
 
 def build_service_nodes(profile: Profile) -> Obj:
@@ -38,9 +39,15 @@ def nccl_env(pool: Pool) -> list[Obj]:
             {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}]
 
 
-def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str) -> Obj:
+def build_statefulsets_pool(profile: Profile, pool: Pool, config_hash: str) -> list[Obj]:
+    """The pool's StatefulSets: one, or one per topology leaf domain (render/topology.py)."""
+    return [build_statefulset_pool(profile, pool, config_hash, seg) for seg in pool_segments(profile, pool)]
+
+
+def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segment: Segment | None = None) -> Obj:
     """slurmd in the foreground, privileged (it creates job cgroups; Slinky issue #238)."""
-    name = naming.pool_statefulset(profile.name, pool.name)
+    segment = segment or pool_segments(profile, pool)[0]
+    name = segment.statefulset
     image = profile.images.worker
     mounts = mounts_config(profile, init=False) + [
         {"name": "spool", "mountPath": "/var/spool/slurmd"},
@@ -77,23 +84,35 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str) -> Ob
         extra["nodeSelector"] = dict(pool.node_selector)
     if pool.tolerations:
         extra["tolerations"] = [dict(t) for t in pool.tolerations]
+    affinity = node_affinity(segment)
+    if affinity:
+        # Pinned to its topology domain: the Slurm nodes of this leaf run where topology.conf says.
+        extra["affinity"] = affinity
     # A job's processes get time to finish their step when a pod is deleted outside Slurm.
     extra["terminationGracePeriodSeconds"] = 120
     pod = pod_spec(profile, naming.WORKER, [slurmd],
                    [init_config_container(profile, image)], volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,
-        naming.ANNOTATION_NODE_NAMES: naming.slurm_node_range(pool.name, pool.max_replicas),
+        naming.ANNOTATION_NODE_NAMES: segment.node_names,
     }
+    if segment.domain is not None:
+        annotations[naming.ANNOTATION_FIRST_NODE] = str(segment.offset)  # pod i is Slurm node <pool>-<first + i>
     if pool.rdma and pool.rdma.networks:
         annotations[naming.ANNOTATION_MULTUS] = ",".join(pool.rdma.networks)
     if gres_of(pool):
         annotations["slurmk8s.io/gres"] = gres_of(pool)
-    sts = statefulset(profile, name, naming.WORKER, pool.replicas, naming.nodes_service(profile.name), pod,
+    sts = statefulset(profile, name, naming.WORKER, segment.replicas, naming.nodes_service(profile.name), pod,
                       annotations, pool=pool.name, parallel=True)
     # The elastic range, for `scale`, the lab and reviewers: Slurm knows max_replicas nodes.
-    sts["metadata"]["annotations"] = {naming.ANNOTATION_MAX_REPLICAS: str(pool.max_replicas),
-                                      naming.ANNOTATION_MIN_REPLICAS: str(pool.min_replicas)}
+    sts["metadata"]["annotations"] = {naming.ANNOTATION_MAX_REPLICAS: str(segment.slots),
+                                      naming.ANNOTATION_MIN_REPLICAS: str(segment.min_replicas)}
+    if segment.domain is not None:
+        # Per-leaf StatefulSets of one pool must not select each other's pods.
+        for labels in (sts["metadata"]["labels"], sts["spec"]["selector"]["matchLabels"],
+                       sts["spec"]["template"]["metadata"]["labels"]):
+            labels[naming.LABEL_DOMAIN] = segment.domain
+        sts["metadata"]["annotations"][naming.ANNOTATION_FIRST_NODE] = str(segment.offset)
     return sts
 
 

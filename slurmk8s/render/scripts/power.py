@@ -7,7 +7,9 @@ pod's ServiceAccount token. A StatefulSet removes its highest ordinals first, so
 only lowers replicas past nodes that are idle and powering down or powered down; a node
 Slurm suspends below a busy one keeps its pod until the nodes above it go.
 
-Standard library only; pools.json next to this file maps each pool to its StatefulSet.
+Standard library only; pools.json next to this file maps each pool to its StatefulSet, or,
+for a pool split over topology leaves, to its segments: node <pool>-<n> is pod n - offset of
+the segment whose range offset..offset+max-1 holds n.
 """
 
 import json
@@ -64,18 +66,30 @@ def scale_path(namespace, statefulset):
     return f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{statefulset}/scale"
 
 
-def by_pool(config, nodes):
-    """{pool: sorted ordinals} for the nodes of elastic pools."""
-    pools = {}
+def segments(config, pool):
+    """The pool's segments: [{statefulset, offset, min, max}] (one for a pool without topology)."""
+    spec = config["pools"][pool]
+    if "segments" in spec:
+        return spec["segments"]
+    return [{"statefulset": spec["statefulset"], "offset": 0, "min": spec["min"], "max": spec["max"]}]
+
+
+def by_segment(config, nodes):
+    """{(pool, segment index): sorted pod ordinals} for the nodes of elastic pools."""
+    found = {}
     for node in nodes:
-        pool, _, ordinal = node.rpartition("-")
-        if pool in config["pools"] and ordinal.isdigit():
-            pools.setdefault(pool, set()).add(int(ordinal))
-    return {p: sorted(o) for p, o in pools.items()}
+        pool, _, number = node.rpartition("-")
+        if pool not in config["pools"] or not number.isdigit():
+            continue
+        for index, seg in enumerate(segments(config, pool)):
+            if seg["offset"] <= int(number) < seg["offset"] + seg["max"]:
+                found.setdefault((pool, index), set()).add(int(number) - seg["offset"])
+    return {key: sorted(o) for key, o in found.items()}
 
 
-def node_states(pool, count):
-    out = subprocess.run(["scontrol", "-o", "show", "node", f"{pool}-[0-{count - 1}]" if count > 1 else f"{pool}-0"],
+def node_states(pool, offset, count):
+    first, last = offset, offset + count - 1
+    out = subprocess.run(["scontrol", "-o", "show", "node", f"{pool}-[{first}-{last}]" if count > 1 else f"{pool}-{first}"],
                          capture_output=True, text=True)
     states = {}
     for line in out.stdout.splitlines():
@@ -87,28 +101,28 @@ def node_states(pool, count):
 
 
 def resume(config, nodes):
-    for pool, ordinals in sorted(by_pool(config, nodes).items()):
-        spec = config["pools"][pool]
+    for (pool, index), ordinals in sorted(by_segment(config, nodes).items()):
+        spec = segments(config, pool)[index]
         path = scale_path(config["namespace"], spec["statefulset"])
         current = api("GET", path)["spec"].get("replicas", 0)
         wanted = min(max(current, ordinals[-1] + 1), spec["max"])
         if wanted != current:
             api("PATCH", path, {"spec": {"replicas": wanted}})
-        log(f"resume {pool} {ordinals}: replicas {current} -> {wanted}")
+        log(f"resume {spec['statefulset']} {ordinals}: replicas {current} -> {wanted}")
 
 
 def suspend(config, nodes):
-    for pool, ordinals in sorted(by_pool(config, nodes).items()):
-        spec = config["pools"][pool]
+    for (pool, index), ordinals in sorted(by_segment(config, nodes).items()):
+        spec = segments(config, pool)[index]
         path = scale_path(config["namespace"], spec["statefulset"])
         current = api("GET", path)["spec"].get("replicas", 0)
-        states = node_states(pool, max(current, 1))
+        states = node_states(pool, spec["offset"], max(current, 1))
         going = set(ordinals)
         wanted = current
         # Shrink from the top only while the top node is idle and on its way down.
         while wanted > spec["min"]:
             top = wanted - 1
-            state = states.get(f"{pool}-{top}", "")
+            state = states.get(f"{pool}-{spec['offset'] + top}", "")
             idle_down = any(flag in state for flag in DOWN_FLAGS) and "ALLOCATED" not in state and "MIXED" not in state
             if top in going or idle_down:
                 wanted -= 1
@@ -116,7 +130,7 @@ def suspend(config, nodes):
                 break
         if wanted != current:
             api("PATCH", path, {"spec": {"replicas": wanted}})
-        log(f"suspend {pool} {ordinals}: replicas {current} -> {wanted}")
+        log(f"suspend {spec['statefulset']} {ordinals}: replicas {current} -> {wanted}")
 
 
 def main(argv):

@@ -1,0 +1,78 @@
+"""`scale POOL N` on a pool split over topology leaves: per-leaf targets, drain exactly the nodes that go."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slurmk8s.actions.scale import PoolAccess, pool_range, scale_pool
+from slurmk8s.errors import UsageError
+from slurmk8s.profile.loader import load_profile
+from slurmk8s.render import render
+
+DOC = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata": {"name": "t"},
+       "spec": {"pools": [{"name": "cpu", "replicas": 3, "minReplicas": 1, "maxReplicas": 6, "cpus": 1, "memory": "1Gi"}],
+                "topology": {"plugin": "tree", "domains": [
+                    {"name": "r1", "nodeLabels": {"example.com/rack": "r1"}, "slots": {"cpu": 2}},
+                    {"name": "r2", "nodeLabels": {"example.com/rack": "r2"}, "slots": {"cpu": 4}}]}}}
+
+
+class FakeCluster:
+    """StatefulSet replicas and the Slurm commands scale runs (squeue answers: no jobs)."""
+
+    def __init__(self, replicas: dict[str, int]):
+        self.replicas, self.commands = dict(replicas), []
+
+    def access(self) -> PoolAccess:
+        def slurm(argv):
+            self.commands.append(argv)
+            return ""
+        return PoolAccess(self.replicas.__getitem__, self.replicas.__setitem__, slurm)
+
+
+@pytest.fixture
+def bundle():
+    return render(load_profile(json.dumps(DOC).encode()))
+
+
+def test_split_pool_range_is_the_sum_of_its_leaves(bundle):
+    assert pool_range(bundle, "cpu") == ("t-cpu-r1", 1, 6)
+    with pytest.raises(UsageError, match=r"pool cpu: 7 is outside minReplicas..maxReplicas \(1..6\)"):
+        scale_pool(bundle, "cpu", 7, FakeCluster({}).access())
+
+
+def test_scale_up_fills_leaves_in_node_order(bundle):
+    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
+    assert scale_pool(bundle, "cpu", 5, cluster.access(), log=lambda line: None) == 3
+    assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3} and cluster.commands == []
+
+
+def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(bundle):
+    # Power saving resumed cpu-5 (pod 3 of r2) while r1 is short: the live state is not contiguous.
+    cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 4})
+    assert scale_pool(bundle, "cpu", 3, cluster.access(), log=lambda line: None, poll_s=0) == 5
+    assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
+    assert cluster.commands[0][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
+    assert cluster.commands[0][3] == "state=drain"
+
+
+def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch):
+    """The rendered ResumeProgram resumes per segment: cpu-1 is pod 1 of r1, cpu-5 pod 3 of r2."""
+    namespace: dict = {"__file__": "/etc/slurm/power/power.py", "__name__": "power"}
+    exec(compile(bundle.find("ConfigMap", "t-power")["data"]["power.py"], "power.py", "exec"), namespace)
+    config = json.loads(bundle.find("ConfigMap", "t-power")["data"]["pools.json"])
+    assert namespace["by_segment"](config, ["cpu-1", "cpu-5", "cpu-2", "other-1"]) == {("cpu", 0): [1], ("cpu", 1): [0, 3]}
+    live = {"t-cpu-r1": 1, "t-cpu-r2": 0}
+    calls = []
+
+    def api(method, path, body=None):
+        sts = path.split("/")[-2]
+        calls.append((method, sts, body))
+        if body:
+            live[sts] = body["spec"]["replicas"]
+        return {"spec": {"replicas": live[sts]}}
+
+    monkeypatch.setitem(namespace, "api", api)
+    namespace["resume"](config, ["cpu-1", "cpu-5"])
+    assert live == {"t-cpu-r1": 2, "t-cpu-r2": 4}
