@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
-from slurmk8s.render.k8s import accounting, cluster, controller, keda, login, power, restapi, security, workers
+from slurmk8s.render.k8s import (
+    accounting, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
+)
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
-from slurmk8s.render import hostfiles
-from slurmk8s.render.k8s import sidebyside
 
 __all__ = ["Bundle", "RequiredSecret", "render"]
 

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.files import read_profile
-from slurmk8s.lab import cluster, sandbox, verify
+from slurmk8s.lab import sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
-from slurmk8s.render import render
 
-from labenv import lab_unavailable
+from labenv import boot_or_skip, down_and_check_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {
@@ -33,15 +32,9 @@ pytestmark = pytest.mark.lab
 @pytest.fixture(scope="module", params=sorted(PROFILES), ids=sorted(PROFILES))
 def booted(request):
     """A booted lab per profile, torn down (and checked clean) afterwards."""
-    bundle = render(read_profile(PROFILES[request.param]))
-    reason = lab_unavailable(bundle.version)
-    if reason:
-        pytest.skip(reason)
-    lab = cluster.boot(bundle, log=lambda line: None)
+    lab, bundle = boot_or_skip(PROFILES[request.param])
     yield lab, bundle
-    left = cluster.down(lab.lab_id)
-    assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
-    assert not cluster.lab_dir_of(lab.lab_id).exists()
+    down_and_check_clean(lab)
 
 
 def test_every_running_pool_member_is_idle_with_rendered_partitions_features_gres(booted):
