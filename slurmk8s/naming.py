@@ -6,10 +6,6 @@ the Slurm config, the Kubernetes objects and the lab all follow.
 
 from __future__ import annotations
 
-import re
-
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MAX_LABEL = 63
 # The StatefulSet controller labels each pod `controller-revision-hash: <sts>-<10 chars>`,
 # and a label value is at most 63 characters: longer StatefulSet names fail at runtime.
 MAX_STATEFULSET_NAME = 52
@@ -49,11 +45,6 @@ DAEMON = {
     LOGIN: "login",
     RESTAPI: "slurmrestd",
 }
-
-
-def is_dns_label(value: str) -> bool:
-    """True when value is a DNS-1123 label (lowercase, digits, '-', at most 63)."""
-    return len(value) <= MAX_LABEL and bool(DNS1123_LABEL.match(value))
 
 
 def component_name(cluster: str, component: str) -> str:
@@ -99,11 +90,6 @@ def slurm_node_range(pool: str, count: int) -> str:
 def slurm_node_span(pool: str, first: int, count: int) -> str:
     """Slurm hostlist for ordinals first..first+count-1 of a pool."""
     return f"{pool}-{first}" if count == 1 else f"{pool}-[{first}-{first + count - 1}]"
-
-
-def pool_hostname_range(cluster: str, pool: str, count: int) -> str:
-    """Slurm hostlist of the pod hostnames of a pool (NodeHostname)."""
-    return _range(pool_statefulset(cluster, pool), count)
 
 
 def statefulset_hostname_range(statefulset: str, count: int) -> str:
@@ -213,17 +199,3 @@ def object_labels(cluster: str, component: str | None = None, pool: str | None =
         labels[LABEL_POOL] = pool
     return labels
 
-
-def all_object_names(cluster: str, pools: list[str], controller_replicas: int) -> dict[str, str]:
-    """Every generated name that becomes a DNS label, keyed by what it names (for checks)."""
-    names = {f"component {c}": component_name(cluster, c) for c in COMPONENTS if c != WORKER}
-    names["slurmd service"] = nodes_service(cluster)
-    names["slurm config map"] = config_map(cluster)
-    names["slurmdbd config map"] = slurmdbd_config_map(cluster)
-    names["auth secret"] = auth_secret(cluster)
-    names["db password secret"] = db_password_secret(cluster)
-    for host, _ in controller_hosts(cluster, controller_replicas):
-        names[f"controller pod {host}"] = host
-    for p in pools:
-        names[f"pool {p} statefulset"] = pool_statefulset(cluster, p)
-    return names

@@ -50,10 +50,6 @@ class Dialect:
         return self.at_least("25.05")
 
     @property
-    def has_cgroup_disabled(self) -> bool:
-        return self.at_least("24.11")
-
-    @property
     def needs_cloud_reg_addrs(self) -> bool:
         """22.05 needs SlurmctldParameters=cloud_reg_addrs; later releases do it by default
         (24.11 and 26.05 reject the option as defunct, seen in the lab)."""

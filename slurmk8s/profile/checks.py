@@ -37,7 +37,7 @@ RESERVED_POOL_NAMES = frozenset({naming.CONTROLLER, naming.ACCOUNTING, naming.DA
                                  naming.RESTAPI, "slurmd", "default"})
 MIN_POOL_MEMORY_MIB = 512
 DEFAULT_IMAGE_REGISTRY = "ghcr.io/slinkyproject"
-# Slurm releases SlinkyProject publishes images for (docs/images.md).
+# Slurm releases SlinkyProject publishes images for (docs/research/slinky-facts.md).
 SLINKY_IMAGE_VERSIONS = frozenset({"24.11", "25.05", "25.11", "26.05"})
 
 

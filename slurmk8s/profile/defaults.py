@@ -8,7 +8,7 @@ schema's descriptions instead.
 
 Default images are SlinkyProject's public ones (ghcr.io/slinkyproject/<daemon>:
 <slurm version>-<os>); facts checked against their build files are in
-docs/images.md: daemons live in /usr/sbin, config in /etc/slurm, SlurmUser is
+docs/research/slinky-facts.md: daemons live in /usr/sbin, config in /etc/slurm, SlurmUser is
 `slurm`; the login image runs sshd. They carry auth/slurm, not munged.
 """
 

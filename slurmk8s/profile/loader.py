@@ -42,12 +42,8 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     profile = _to_model(document, source)
     problems = checks.check_profile(profile, document)
     if problems:
-        raise ProfileError(source, [FieldError(*positions.of(path, key=key), _fmt(path), msg) for path, msg, key in problems])
+        raise ProfileError(source, [FieldError(*positions.of(path, key=key), format_path(path), msg) for path, msg, key in problems])
     return profile
-
-
-def _fmt(path: tuple) -> str:
-    return format_path(path)
 
 
 def _d(path: str) -> Any:

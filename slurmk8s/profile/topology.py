@@ -85,10 +85,6 @@ class Topology:
             walk(d, ())
         return out
 
-    def slots_of(self, pool: str) -> list[tuple[Domain, int]]:
-        """(leaf, slots) of one pool, in numbering order, leaves without its slots left out."""
-        return [(leaf, dict(leaf.slots)[pool]) for _, leaf in self.leaves() if dict(leaf.slots).get(pool)]
-
     def affinity_labels(self, ancestors: tuple[Domain, ...], leaf: Domain) -> tuple[tuple[str, str], ...]:
         """Every node label a pod of this leaf requires: the leaf's and each ancestor's."""
         labels: dict[str, str] = {}
