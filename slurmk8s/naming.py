@@ -13,6 +13,9 @@ MAX_STATEFULSET_NAME = 52
 CLUSTER_DOMAIN = "cluster.local"
 MANAGER = "slurmk8s"
 
+# The slurm user and group of the Slurm images (Slinky's convention, and our own images').
+SLURM_UID = 401
+
 # Component keys: used in labels, ServiceAccount names and object names.
 CONTROLLER = "controller"
 ACCOUNTING = "accounting"

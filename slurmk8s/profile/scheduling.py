@@ -241,6 +241,14 @@ def check_scheduling(spec: dict) -> list[Problem]:
                 out.append((at + ("qos", i, "preempt", j), f"QoS {target!r} is not defined (QoS: {defined})", False))
             elif target == q["name"]:
                 out.append((at + ("qos", i, "preempt", j), "a QoS cannot preempt itself", False))
+    # slurmdbd knows gres/gpu only when slurm.conf declares it (GresTypes, from pools with GPUs):
+    # sacctmgr rejects a limit on an unknown TRES, after every object before it was applied.
+    if not any(p.get("gpus") for p in spec.get("pools", [])):
+        for i, q in enumerate(qos_list):
+            for field, tres in q.get("limits", {}).items():
+                if isinstance(tres, dict) and "gpu" in tres:
+                    out.append((at + ("qos", i, "limits", field, "gpu"),
+                                "a GPU limit needs a pool with GPUs (no pool has gpus)", False))
     preemption = raw.get("preemption", {})
     if preemption.get("type") == "qos" and not any(q.get("preempt") for q in qos_list):
         out.append((at + ("preemption", "type"), "preemption by QoS needs a QoS that may preempt another "

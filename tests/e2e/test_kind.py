@@ -1,137 +1,249 @@
-"""End to end on kind: create a cluster, `slurmk8s up`, run a job through the login pod, `down`.
+"""End to end on a real Kubernetes: kind on podman (kind-configs/dev.yaml, 1 control plane and
+3 labelled workers), with the Slurm images built here.
 
-Needs a working container engine (`docker info`) and the `kind` binary; skipped, with the
-reason, where either is missing. Run it as `python -m pytest -m e2e tests/e2e -v -rs`
-(docs/kind-e2e.md). The kind nodes pull the Slinky images from ghcr.io.
+The tests of one profile run in file order against one deployment: up, jobs, ssh, a burst
+through the real ResumeProgram, a second up, down. Then the topology profile and the REST API
+profile take the same cluster in turn. `python -m pytest tests/e2e -v` (docs/kind-e2e.md).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.e2e.conftest import (
+    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, sinfo_states,
+    wait_for_job, wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-PROFILE = str(REPO / "profiles" / "kind-dev.yaml")
-KIND_CONFIG = str(REPO / "kind-configs" / "dev.yaml")
-CLUSTER = os.environ.get("SLURMK8S_E2E_CLUSTER", "slurmk8s-e2e")
-NAMESPACE, LOGIN_POD, LOGIN_CONTAINER = "slurm", "dev-login-0", "sshd"
-
-
-def missing_prerequisite() -> str | None:
-    """Why the e2e tests cannot run here (None when they can)."""
-    if shutil.which("kind") is None:
-        return "no `kind` binary on PATH (https://kind.sigs.k8s.io/docs/user/quick-start/#installation)"
-    if shutil.which("kubectl") is None:
-        return "no `kubectl` binary on PATH"
-    engine = os.environ.get("KIND_EXPERIMENTAL_PROVIDER", "docker")
-    if shutil.which(engine) is None:
-        return f"no `{engine}` binary on PATH"
-    probe = subprocess.run([engine, "info"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"`{engine} info` fails, no working container engine: {last}"
-    return None
-
-
-def run(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command, echoing it and its output (pytest shows it on failure)."""
-    print("$", " ".join(args), flush=True)
-    result = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    print(result.stdout, result.stderr, sep="\n", flush=True)
-    if check and result.returncode != 0:
-        pytest.fail(f"{' '.join(args)} exited {result.returncode}: {result.stderr.strip()[-2000:]}")
-    return result
+DEV_LOGIN, LOGIN_CONTAINER = "dev-login-0", "sshd"
 
 
 @pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory):
-    """A fresh kind cluster from kind-configs/dev.yaml, deleted afterwards; yields its kubeconfig."""
-    reason = missing_prerequisite()
-    if reason:
-        pytest.skip(reason)
-    path = str(tmp_path_factory.mktemp("kind") / "kubeconfig")
-    run("kind", "create", "cluster", "--name", CLUSTER, "--config", KIND_CONFIG, "--kubeconfig", path, "--wait", "180s")
-    try:
-        yield path
-    finally:
-        run("kind", "delete", "cluster", "--name", CLUSTER, check=False)
+def cluster() -> Cluster:
+    with kind_cluster("slurmk8s-e2e", REPO / "kind-configs" / "dev.yaml") as c:
+        yield c
 
 
-def slurmk8s(kubeconfig: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    """The slurmk8s CLI against the kind cluster."""
-    return run(sys.executable, "-m", "slurmk8s.cli", *args, "--kubeconfig", kubeconfig, timeout=timeout)
+@pytest.fixture(scope="module")
+def ssh_key(tmp_path_factory) -> Path:
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+    return key
 
 
-def login_exec(kubeconfig: str, *command: str) -> str:
-    """stdout of a command in the login pod (as `kubectl exec`)."""
-    return run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", LOGIN_POD, "-c", LOGIN_CONTAINER,
-               "--", *command, timeout=120).stdout
+@pytest.fixture(scope="module")
+def dev_profile(tmp_path_factory, ssh_key: Path) -> Path:
+    def authorize(profile: dict) -> None:
+        profile["spec"]["login"]["authorizedKeys"] = [ssh_key.with_suffix(".pub").read_text().strip()]
+    return local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("dev") / "kind-dev.yaml",
+                         authorize)
 
 
-def test_up_run_a_job_status_noop_up_down(kubeconfig):
-    up = slurmk8s(kubeconfig, "up", PROFILE, "--timeout", "900")
+@pytest.fixture(scope="class")
+def dev(cluster: Cluster, dev_profile: Path) -> Cluster:
+    """kind-dev applied once for the tests that follow."""
+    up = cluster.slurmk8s("up", str(dev_profile), "--timeout", "900")
     assert "cluster dev is ready" in up.stdout
-
-    job = login_exec(kubeconfig, "sbatch", "--parsable", "--nodes=2", "--wrap", "srun hostname").strip()
-    assert job.split(";")[0].isdigit(), job
-    state = ""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        state = login_exec(kubeconfig, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State").strip()
-        if state and state not in ("PENDING", "RUNNING", "COMPLETING"):
-            break
-        time.sleep(3)
-    assert state == "COMPLETED"
-
-    status = slurmk8s(kubeconfig, "status", PROFILE)
-    assert "StatefulSet/dev-cpu" in status.stdout and "2/2 ready" in status.stdout
-    assert "debug*" in status.stdout  # sinfo from the controller lists the default partition
-
-    again = slurmk8s(kubeconfig, "up", PROFILE, "--no-wait")
-    assert again.stdout.strip().splitlines()[-1].startswith("no changes:")
-
-    slurmk8s(kubeconfig, "down", PROFILE)
-    left = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "statefulsets,pods",
-               "-l", "app.kubernetes.io/instance=dev", "-o", "name").stdout
-    assert left.strip() == ""
-    kept = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "pvc,secrets",
-               "-l", "app.kubernetes.io/instance=dev", "-o", "name").stdout
-    assert "persistentvolumeclaim/statesave-dev-controller-0" in kept and "secret/dev-auth-key" in kept
+    return cluster
 
 
-TOPOLOGY_PROFILE = str(REPO / "profiles" / "kind-topology.yaml")
+def login(cluster: Cluster, *command: str, check: bool = True) -> str:
+    return cluster.exec(DEV_LOGIN, LOGIN_CONTAINER, *command, check=check).stdout
 
 
-def test_topology_profile_pins_each_leaf_and_keeps_switches1_jobs_in_one_leaf(kubeconfig):
-    """profiles/kind-topology.yaml on kind-configs/dev.yaml's labelled workers: discover prints the
-    same sub-blocks, `up` applies one StatefulSet per leaf, each pod lands on a node carrying its
-    leaf's labels, and a --switches=1 job of two nodes runs inside one sub-block."""
-    discovered = slurmk8s(kubeconfig, "topology", "discover", "--labels", "gke", "--pool", "cpu").stdout
-    for sub in ("subblock-a1", "subblock-a2", "subblock-b1"):
-        assert f"name: {sub}" in discovered
+class TestKindDev:
+    """profiles/kind-dev.yaml: one deployment through every step, in order, ending with down."""
 
-    up = slurmk8s(kubeconfig, "up", TOPOLOGY_PROFILE, "--timeout", "900")
+    def test_up_registers_every_running_node(self, dev: Cluster) -> None:
+        states = sinfo_states(dev, DEV_LOGIN, LOGIN_CONTAINER)
+        # 2 of 0..4 run: those two idle and registered, the other two powered down (CLOUD, no pod)
+        assert states == {"cpu-0": "idle", "cpu-1": "idle", "cpu-2": "idle~", "cpu-3": "idle~"}
+        pods = dev.jsonpath("-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/instance=dev,slurmk8s.io/pool=cpu",
+                            path="{.items[*].metadata.name}").split()
+        assert sorted(pods) == ["dev-cpu-0", "dev-cpu-1"]
+
+
+    def test_batch_job_over_two_nodes_completes(self, dev: Cluster) -> None:
+        job = login(dev, "sbatch", "--parsable", "-N2", "-w", "cpu-[0-1]", "--wrap", "srun hostname").strip()
+        assert job.isdigit(), job
+        assert wait_for_job(dev, DEV_LOGIN, LOGIN_CONTAINER, job, timeout=300) == "COMPLETED"
+        steps = login(dev, "sacct", "-j", job, "-n", "-P", "-o", "JobName,NodeList,State")
+        assert "hostname|cpu-[0-1]|COMPLETED" in steps
+
+
+    def test_ssh_into_the_login_service_with_the_profiles_key(self, dev: Cluster, ssh_key: Path) -> None:
+        with port_forward(dev, "svc/dev-login", 22) as port:
+            result = run("ssh", "-i", str(ssh_key), "-p", str(port), "-o", "BatchMode=yes",
+                         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                         "-o", "ConnectTimeout=20", "root@127.0.0.1", "sinfo", "-h", "-o", "%P %D %t", timeout=60)
+        assert "debug* 2 idle" in result.stdout
+
+
+    def test_a_bigger_job_resumes_the_elastic_pool_through_the_api(self, dev: Cluster) -> None:
+        """3 nodes wanted, 2 running: slurmctld's ResumeProgram scales the StatefulSet with the pod's
+        own service-account token and RBAC, the new pod registers, the job completes."""
+        job = login(dev, "sbatch", "--parsable", "-N3", "--wrap", "srun hostname").strip()
+        assert wait_for_job(dev, DEV_LOGIN, LOGIN_CONTAINER, job, timeout=600) == "COMPLETED"
+        assert login(dev, "sacct", "-j", job, "-X", "-n", "-P", "-o", "NodeList").strip() == "cpu-[0-2]"
+        replicas = dev.jsonpath("-n", NAMESPACE, "get", "statefulset", "dev-cpu", path="{.spec.replicas}")
+        assert replicas == "3"
+        listed = login(dev, "sacct", "-n", "-X", "-P", "-o", "JobID,State")
+        assert f"{job}|COMPLETED" in listed.split()
+
+
+    def test_a_second_up_changes_nothing(self, dev: Cluster, dev_profile: Path) -> None:
+        again = dev.slurmk8s("up", str(dev_profile), "--timeout", "300")
+        assert any(line.startswith("no changes:") for line in again.stdout.splitlines()), again.stdout
+
+
+    def test_down_keeps_claims_and_secrets_and_delete_data_leaves_nothing(self, dev: Cluster, dev_profile: Path) -> None:
+        dev.slurmk8s("down", str(dev_profile))
+        selector = "app.kubernetes.io/instance=dev"
+
+        def left(kinds: str) -> list[str]:
+            return dev.kubectl("-n", NAMESPACE, "get", kinds, "-l", selector, "-o", "name").stdout.split()
+
+        wait_until(lambda: left("pods") == [] or None, 300, "the dev pods to go")
+        assert left("statefulsets,services,configmaps") == []
+        kept = left("pvc,secrets")
+        assert {"persistentvolumeclaim/statesave-dev-controller-0", "persistentvolumeclaim/data-dev-mariadb-0",
+                "secret/dev-auth-key", "secret/dev-db-password"} <= set(kept), kept
+
+        dev.slurmk8s("down", str(dev_profile), "--delete-data", "--yes")
+        wait_until(lambda: left("pvc,secrets,pods") == [] or None, 300, "the dev claims and secrets to go")
+        everything = dev.kubectl("-n", NAMESPACE, "get", "all,pvc,secrets,configmaps,roles,rolebindings,"
+                                 "serviceaccounts,networkpolicies,poddisruptionbudgets", "-o", "name").stdout.split()
+        assert [name for name in everything if name.split("/", 1)[1].startswith("dev-")] == []
+
+
+# ---------------------------------------------------------------- topology, on the same cluster
+
+TOPO_LOGIN = "topo-login-0"
+
+
+@pytest.fixture(scope="class")
+def topo(cluster: Cluster, tmp_path_factory) -> tuple[Cluster, Path]:
+    """profiles/kind-topology.yaml applied after kind-dev is gone (the workers have 2 CPUs each)."""
+    profile = local_profile(REPO / "profiles" / "kind-topology.yaml", tmp_path_factory.mktemp("topo") / "topo.yaml")
+    up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
     assert "cluster topo is ready" in up.stdout
-    pods = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "get", "pods", "-l",
-               "app.kubernetes.io/instance=topo,app.kubernetes.io/component=worker", "-o",
-               "jsonpath={range .items[*]}{.metadata.labels.slurmk8s\\.io/topology-domain} {.spec.nodeName}{\"\\n\"}{end}").stdout
-    placed = [line.split() for line in pods.strip().splitlines()]
-    assert len(placed) == 4
-    for leaf, node in placed:
-        label = run("kubectl", "--kubeconfig", kubeconfig, "get", "node", node, "-o",
-                    "jsonpath={.metadata.labels.cloud\\.google\\.com/gce-topology-subblock}").stdout.strip()
-        assert label == leaf, (leaf, node, label)
+    yield cluster, profile
+    cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
 
-    login = "topo-login-0"
-    job = run("kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", login, "-c", LOGIN_CONTAINER, "--",
-              "srun", "-N2", "--switches=1", "hostname").stdout.split()
-    assert sorted(job) == ["topo-cpu-subblock-a1-0", "topo-cpu-subblock-a1-1"]  # the only leaf with two nodes
-    slurmk8s(kubeconfig, "down", TOPOLOGY_PROFILE)
+
+class TestKindTopology:
+    """profiles/kind-topology.yaml on the labelled workers."""
+
+    def test_discover_reads_the_sub_blocks_of_the_kind_workers(self, cluster: Cluster) -> None:
+        discovered = cluster.slurmk8s("topology", "discover", "--labels", "gke", "--pool", "cpu").stdout
+        for leaf in ("subblock-a1", "subblock-a2", "subblock-b1"):
+            assert f"name: {leaf}" in discovered, discovered
+
+
+    def test_each_leaf_runs_on_the_nodes_of_its_domain(self, topo) -> None:
+        cluster, _ = topo
+        rows = cluster.jsonpath("-n", NAMESPACE, "get", "pods", "-l",
+                                "app.kubernetes.io/instance=topo,app.kubernetes.io/component=worker",
+                                path='{range .items[*]}{.metadata.labels.slurmk8s\\.io/topology-domain} '
+                                     '{.spec.nodeName}{"\\n"}{end}')
+        placed = [line.split() for line in rows.strip().splitlines()]
+        assert sorted(leaf for leaf, _ in placed) == ["subblock-a1", "subblock-a1", "subblock-a2", "subblock-b1"]
+        for leaf, node in placed:
+            label = cluster.jsonpath("get", "node", node,
+                                     path="{.metadata.labels.cloud\\.google\\.com/gce-topology-subblock}").strip()
+            assert label == leaf, (leaf, node, label)
+
+
+    def test_slurm_topology_equals_the_rendered_file(self, topo) -> None:
+        """`scontrol show topology` lists exactly the switches and nodes of the rendered topology.yaml."""
+        cluster, profile = topo
+        rendered = run(sys.executable, "-m", "slurmk8s.cli", "render", str(profile), "-o", "-", env=None).stdout
+        switches = {}
+        for doc in yaml.safe_load_all(rendered):
+            if doc and doc.get("kind") == "ConfigMap" and "topology.yaml" in doc.get("data", {}):
+                for sw in yaml.safe_load(doc["data"]["topology.yaml"])[0]["tree"]["switches"]:
+                    switches[sw["switch"]] = sw.get("nodes") or sw.get("children")
+        assert switches, "no topology.yaml in the rendered ConfigMap"
+        shown = cluster.exec(TOPO_LOGIN, LOGIN_CONTAINER, "scontrol", "show", "topology").stdout
+        live = {}
+        for line in shown.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if "SwitchName" in fields:
+                live[fields["SwitchName"]] = fields.get("Nodes") or fields.get("Switches")
+        assert live == switches
+
+
+    def test_a_one_switch_job_stays_inside_one_leaf(self, topo) -> None:
+        cluster, _ = topo
+        out = cluster.exec(TOPO_LOGIN, LOGIN_CONTAINER, "srun", "-N2", "--switches=1", "hostname", timeout=300).stdout
+        assert sorted(out.split()) == ["topo-cpu-subblock-a1-0", "topo-cpu-subblock-a1-1"]  # the only 2-node leaf
+
+
+# ---------------------------------------------------------------- slurmrestd, on the same cluster
+
+def gpu_less_research(profile: dict) -> None:
+    """gpu-ib without what kind lacks: GPUs, RDMA, Multus, KEDA, an RWX class, a LoadBalancer."""
+    spec = profile["spec"]
+    spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
+    spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
+    spec["login"] = {"replicas": 1, "authorizedKeys": spec["login"]["authorizedKeys"]}
+    for pool in spec["pools"]:
+        for key in ("gpus", "rdma", "keda", "nodeSelector", "tolerations"):
+            pool.pop(key, None)
+        pool.update(cpus=1, memory="1Gi", replicas=1, minReplicas=1 if pool["name"] == "a100" else 0, maxReplicas=2)
+        pool["features"] = [f for f in pool.get("features", []) if f != "ib"]
+    for qos in spec["scheduling"]["qos"]:  # no GPUs, so no GPU limits (validate refuses them)
+        for tres in qos.get("limits", {}).values():
+            if isinstance(tres, dict):
+                tres.pop("gpu", None)
+        qos["limits"] = {k: v for k, v in qos.get("limits", {}).items() if v}
+
+
+@pytest.fixture(scope="class")
+def research(cluster: Cluster, tmp_path_factory) -> Cluster:
+    profile = local_profile(REPO / "profiles" / "gpu-ib.yaml", tmp_path_factory.mktemp("research") / "research.yaml",
+                            gpu_less_research)
+    up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
+    assert "cluster research is ready" in up.stdout
+    yield cluster
+    cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
+
+
+REST_PING = """
+import json, re, sys, urllib.request
+base, token = "http://research-restapi:6820", sys.argv[1]
+headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
+def get(path):
+    with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=30) as r:
+        return json.load(r)
+paths = get("/openapi/v3")["paths"]
+ping = sorted(p for p in paths if re.fullmatch(r"/slurm/v0\\.0\\.\\d+/ping/", p))[-1]
+print(json.dumps(get(ping)))
+"""
+
+
+class TestRestApi:
+    """A GPU-less copy of profiles/gpu-ib.yaml with slurmrestd."""
+
+    def test_slurmdbd_serves_the_cluster_with_the_jwt_key(self, research: Cluster) -> None:
+        clusters = research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",
+                                    "sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster").stdout
+        assert clusters.split() == ["research"]
+
+
+    def test_slurmrestd_answers_a_jwt_authenticated_ping(self, research: Cluster) -> None:
+        def login_hpc(*command: str) -> str:
+            return research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",
+                                    *command).stdout
+        token = login_hpc("scontrol", "token", "username=root", "lifespan=600").strip()
+        assert token.startswith("SLURM_JWT="), token
+        reply = json.loads(login_hpc("python3", "-c", REST_PING, token.split("=", 1)[1]))
+        assert reply.get("errors") == [], reply
+        assert [(p["hostname"], p["responding"]) for p in reply["pings"]] == [("research-controller-0", True)], reply

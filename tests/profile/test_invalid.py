@@ -215,6 +215,8 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
     ("sched-default-account-not-member",
      SCHED + "    accounts:\n      - {name: a, users: [ann]}\n      - {name: b}\n    users:\n      - {name: ann, defaultAccount: b}\n",
      ["bad.yaml:16:37: spec.scheduling.users[0].defaultAccount: user 'ann' is not in account 'b' (its accounts: a)"]),
+    ("sched-gpu-limit-without-gpus", SCHED + "    qos:\n      - {name: q, limits: {grpTRES: {gpu: 8, cpu: 64}}}\n",
+     ["bad.yaml:13:43: spec.scheduling.qos[0].limits.grpTRES.gpu: a GPU limit needs a pool with GPUs (no pool has gpus)"]),
     ("sched-root-account", SCHED + "    accounts:\n      - {name: root}\n",
      ["bad.yaml:13:16: spec.scheduling.accounts[0].name: 'root' is Slurm's own top account; put accounts under it"]),
     ("sched-owned-priority-key", BASE + "  slurm:\n    config: {PriorityWeightAge: 10}\n",

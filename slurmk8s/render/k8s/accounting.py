@@ -5,10 +5,11 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, mounts_config, pod_spec, pvc_template,
+    Obj, headless_service, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     small_resources, statefulset, volume_config,
 )
 
+RUN_DIR = "/run/slurmdbd"  # Slurm 25.11+ keeps runtime files here; the pid file lives here on every release
 MARIADB_DATA = "/var/lib/mysql"
 MARIADB_RUN = "/run/mysqld"  # socket and the init SQL (mariadbd's default socket directory)
 
@@ -38,9 +39,12 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
     name = naming.component_name(profile.name, naming.ACCOUNTING)
     image = profile.images.accounting
     secret, key = _password_ref(profile)
-    volumes = volume_config(profile) + [
+    jwt_volumes, jwt_mounts, jwt_script = jwt_key_volume(profile)
+    volumes = volume_config(profile) + jwt_volumes + [
         {"name": "slurmdbd-config", "configMap": {"name": naming.slurmdbd_config_map(profile.name), "defaultMode": 0o444}}]
-    script = [
+    # slurmdbd validates the tokens slurmrestd passes on (AuthAltTypes=auth/jwt names this key;
+    # without it slurmdbd exits at start, found on kind) and owns its run directory.
+    script = jwt_script + [f"chown slurm:slurm {RUN_DIR}",
         # slurmdbd exits unless its config is 0600 and owned by SlurmUser.
         "umask 077",
         '{ cat /mnt/slurmdbd-config/slurmdbd.conf; printf "StoragePass=%s\\n" "$STORAGE_PASS"; } > /etc/slurm/slurmdbd.conf',
@@ -56,15 +60,17 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
         "readinessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 30, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
-        # Slurm 25.11+ keeps runtime files in /run/slurmdbd, created after dropping to SlurmUser.
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "run", "mountPath": "/run/slurmdbd"}],
+        # As SlurmUser from the start: slurmdbd.conf is 0600 slurm, which a root without
+        # DAC_OVERRIDE cannot read (found on kind: "unable to read slurmdbd.conf").
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "run", "mountPath": RUN_DIR}],
     }
     volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
     pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd],
                    [init_config_container(profile, image, script,
-                                          [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True}],
+                                          [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True},
+                                           {"name": "run", "mountPath": RUN_DIR}] + jwt_mounts,
                                           env)],
                    volumes)
     return statefulset(profile, name, naming.ACCOUNTING, 1, name, pod, {naming.ANNOTATION_CONFIG_HASH: config_hash})
@@ -81,7 +87,8 @@ def mariadb_init_script() -> str:
     """Initialise the data directory once, and (re)state the slurm user and grant on every start."""
     return "\n".join([
         "set -eu",
-        f"[ -d {MARIADB_DATA}/mysql ] || mariadb-install-db --no-defaults --user=mysql --datadir={MARIADB_DATA} --skip-test-db >/dev/null",
+        # Already uid 999: --user=mysql would chown the volume, which only root may (found on kind).
+        f"[ -d {MARIADB_DATA}/mysql ] || mariadb-install-db --no-defaults --datadir={MARIADB_DATA} --skip-test-db >/dev/null",
         # The password comes from the Secret; up generates it from [A-Za-z0-9] only.
         "umask 077",
         f"cat > {MARIADB_RUN}/init.sql <<SQL",
@@ -114,7 +121,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "name": "mariadb",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={MARIADB_DATA}",
+        "command": ["mariadbd", "--no-defaults", f"--datadir={MARIADB_DATA}",
                     "--bind-address=0.0.0.0", "--port=3306", "--skip-name-resolve",
                     f"--init-file={MARIADB_RUN}/init.sql", "--innodb-buffer-pool-size=256M",
                     "--innodb-lock-wait-timeout=900", "--max-allowed-packet=16M"],

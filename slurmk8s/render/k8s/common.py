@@ -8,6 +8,7 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
 Obj = dict[str, Any]
@@ -122,6 +123,16 @@ def munge_sidecar(profile: Profile, image: str) -> list[Obj]:
         "resources": small_resources(),
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
     }]
+
+
+def jwt_key_volume(profile: Profile) -> tuple[list[Obj], list[Obj], list[str]]:
+    """(volumes, init mounts, init script lines) that install the JWT key for slurmctld and slurmdbd."""
+    if not profile.restapi_enabled:
+        return [], [], []
+    return ([{"name": "jwt-key", "secret": {"secretName": naming.jwt_secret(profile.name), "defaultMode": 0o400,
+                                            "items": [{"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]}}],
+            [{"name": "jwt-key", "mountPath": "/mnt/jwt-key", "readOnly": True}],
+            [f"install -m 0600 -o slurm -g slurm /mnt/jwt-key/jwt_hs256.key {JWT_KEY_PATH}"])
 
 
 def small_resources() -> Obj:

@@ -6,11 +6,12 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.slurmfiles import POWER_DIR
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, meta, init_config_container, mounts_config, pod_spec, pvc_template,
+    Obj, headless_service, meta, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     statefulset, volume_config,
 )
 
 STATE_SAVE = "/var/spool/slurmctld"
+RUN_DIR = "/run/slurmctld"  # Slurm 25.11+ keeps runtime files here; the pid file lives here on every release
 
 
 def build_service_controller(profile: Profile) -> Obj:
@@ -24,13 +25,11 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     """slurmctld in the foreground; a JWT key mounted when slurmrestd is on."""
     name = naming.component_name(profile.name, naming.CONTROLLER)
     image = profile.images.controller
-    volumes = volume_config(profile)
-    extra_mounts, script = [{"name": "statesave", "mountPath": STATE_SAVE}], [f"chown slurm:slurm {STATE_SAVE}"]
-    if profile.restapi_enabled:
-        volumes.append({"name": "jwt-key", "secret": {"secretName": naming.jwt_secret(profile.name), "defaultMode": 0o400,
-                                                      "items": [{"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]}})
-        extra_mounts.append({"name": "jwt-key", "mountPath": "/mnt/jwt-key", "readOnly": True})
-        script.append("install -m 0600 -o slurm -g slurm /mnt/jwt-key/jwt_hs256.key /etc/slurm/jwt_hs256.key")
+    jwt_volumes, jwt_mounts, jwt_script = jwt_key_volume(profile)
+    volumes = volume_config(profile) + jwt_volumes
+    # SlurmUser owns its state and run directories (slurmctld runs as SlurmUser, not root)
+    extra_mounts = [{"name": "statesave", "mountPath": STATE_SAVE}, {"name": "run", "mountPath": RUN_DIR}] + jwt_mounts
+    script = [f"chown slurm:slurm {STATE_SAVE} {RUN_DIR}"] + jwt_script
     slurmctld = {
         "name": "slurmctld",
         "image": image,
@@ -40,14 +39,17 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         "readinessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 30, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE"]}},
-        # Slurm 25.11+ keeps runtime files in /run/slurmctld, created after dropping to SlurmUser.
+        # As SlurmUser from the start, with nothing to drop to: ResumeProgram and SuspendProgram
+        # run as this user and read the service-account token through the pod's fsGroup.
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts_config(profile, init=False) + [{"name": "statesave", "mountPath": STATE_SAVE},
-                                                              {"name": "run", "mountPath": "/run/slurmctld"}],
+                                                              {"name": "run", "mountPath": RUN_DIR}],
     }
     volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
-    extra: Obj = {}
+    # The kubelet writes the projected token 0600 root unless the pod has an fsGroup: with one it
+    # is 0640 and group SlurmUser (found on kind: elastic pools never resumed).
+    extra: Obj = {"securityContext": {"fsGroup": naming.SLURM_UID}}
     if any(p.elastic for p in profile.pools):
         # ResumeProgram/SuspendProgram run here and scale the pools with this pod's ServiceAccount.
         volumes.append({"name": "power", "configMap": {"name": naming.power_config_map(profile.name), "defaultMode": 0o555}})

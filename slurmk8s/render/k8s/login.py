@@ -72,7 +72,10 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         {"name": "ssh", "emptyDir": {"sizeLimit": "1Mi"}},
     ]
     script = [
-        "mkdir -p /etc/ssh/authorized_keys",
+        # The kubelet makes emptyDirs 0777, and sshd refuses keys under a world-writable /etc/ssh
+        # ("bad ownership or modes for directory /etc/ssh", found on kind).
+        "chmod 0755 /etc/ssh",
+        "mkdir -m 0755 -p /etc/ssh/authorized_keys",
         "install -m 0600 /mnt/login-config/authorized_keys /etc/ssh/authorized_keys/root",
         "install -m 0644 /mnt/login-config/sshd_config /etc/ssh/sshd_config",
         "ssh-keygen -A",
@@ -90,7 +93,8 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": True,
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
-                                                                      "AUDIT_WRITE", "DAC_OVERRIDE", "KILL"]}},
+                                                                      "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
+                                                                      "NET_BIND_SERVICE"]}},
         "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)],
     }
     if profile.auth == "slurm":

@@ -28,7 +28,11 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["slurmrestd", "-a", "rest_auth/jwt", "0.0.0.0:6820"],
-        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
+        # slurmrestd unshares its SysV IPC and file table per request, which a non-root process
+        # under the RuntimeDefault seccomp profile may not do ("Unable to unshare System V
+        # namespace", fatal, found on kind); the pod's own namespaces isolate it instead.
+        "env": [{"name": "SLURM_JWT", "value": "daemon"},
+                {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}],
         "ports": [{"name": "slurmrestd", "containerPort": 6820, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 30, "failureThreshold": 6},

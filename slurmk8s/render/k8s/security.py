@@ -20,7 +20,6 @@ _PULL = "images are pinned by Slurm version tag; IfNotPresent lets kind and air-
 _DIGEST = "images are chosen by Slurm version tag; set spec.slurm.images to digests where policy demands it"
 _ROOTFS = "Slurm daemons write state, pid and config files inside the image (/etc/slurm, /var/spool, /run)"
 _UID_SLURM = "the Slurm images own their files as the slurm user (uid 401); another uid breaks file ownership"
-_ROOT_INIT = "init-config runs as root to install the auth key with owner slurm and mode 0600, as the daemons demand"
 _CAPS_INIT = "init-config drops ALL and adds back only CHOWN/FOWNER/DAC_OVERRIDE to set key ownership"
 
 # component -> {check: reason}: the findings accepted for every pod of that component.
@@ -37,7 +36,6 @@ ACCEPTED: dict[str, dict[str, str]] = {
     naming.ACCOUNTING: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": _ROOTFS,
-        "CKV_K8S_23": _ROOT_INIT,
         "CKV_K8S_25": _CAPS_INIT,
         "CKV_K8S_35": "init-config appends StoragePass to slurmdbd.conf from the Secret; it never reaches slurmdbd's env",
         "CKV_K8S_40": _UID_SLURM,
@@ -46,7 +44,6 @@ ACCEPTED: dict[str, dict[str, str]] = {
     naming.CONTROLLER: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": _ROOTFS,
-        "CKV_K8S_23": _ROOT_INIT,
         "CKV_K8S_25": _CAPS_INIT,
         "CKV_K8S_40": _UID_SLURM,
         "CKV_K8S_43": _DIGEST,

@@ -52,10 +52,14 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     mounts = mounts_config(profile, init=False) + [
         {"name": "spool", "mountPath": "/var/spool/slurmd"},
         {"name": "shm", "mountPath": "/dev/shm"},
+        # slurmd (root) refuses a run directory that another user owns; a fresh one per pod
+        # does not depend on what the image ships there (found on kind).
+        {"name": "run", "mountPath": "/run/slurm"},
     ]
     volumes = volume_config(profile) + [
         {"name": "spool", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
     ]
     if pool.rdma and pool.rdma.hugepages:
         mounts.append({"name": "hugepages", "mountPath": "/dev/hugepages"})
