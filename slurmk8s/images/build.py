@@ -2,11 +2,12 @@
 
 1. Base: the suite debootstrapped once (slurmk8s.debian, shared with the lab) and imported as
    ``<base repo>:<suite>``, labelled with the key of what was written into it.
-2. Resolve: one throwaway container of the base refreshes apt's lists into the cache, simulates
-   each image's apt transaction (the exact package versions it would install) and downloads them.
+2. Resolve: one throwaway container of the base refreshes apt's lists into the cache and
+   simulates each image's apt transaction (the exact package versions it would install).
 3. Each image's key hashes its recipe text, the base image id and those versions. An image
-   already carrying that key is reused (or only re-tagged); otherwise it is built offline from the
-   cached lists and packages. A warm run therefore costs one ``apt-get update`` and a few inspects.
+   already carrying that key is reused (or only re-tagged). The others have their packages
+   downloaded into the cache by a second container, then are built offline from the cached lists
+   and packages. A warm run therefore costs one ``apt-get update`` and a few inspects.
 """
 
 from __future__ import annotations
@@ -95,8 +96,14 @@ def build_series(series: str, options: BuildOptions, log: Callable[[str], None] 
         started = time.monotonic()
         resolved = _resolve(engine, base_ref, release, image_recipes, work)
         log(f"Slurm {series} ({release.suite}): packages resolved in {time.monotonic() - started:.1f} s")
-        return [_build_or_reuse(engine, recipe, release, base_ref, base_id, resolved[recipe.name], options, work, log)
-                for recipe in image_recipes]
+        plans = [_plan(recipe, release, base_ref, base_id, resolved[recipe.name], options) for recipe in image_recipes]
+        results = {plan.recipe.name: _reuse(engine, plan) for plan in plans}
+        to_build = [plan for plan in plans if results[plan.recipe.name] is None]
+        if to_build:
+            _download(engine, base_ref, release, [plan.recipe for plan in to_build], work)
+        for plan in to_build:
+            results[plan.recipe.name] = _build(engine, plan, release, options, work, log)
+        return [results[recipe.name] for recipe in image_recipes]
 
 
 def _ensure_base(engine: Engine, release: SlurmRelease, options: BuildOptions, work: Path,
@@ -151,19 +158,20 @@ _MARK = "@@slurmk8s"
 
 def resolve_script(image_recipes: tuple[ImageRecipe, ...]) -> str:
     """Shell run in a container of the base: refresh the lists, then per image simulate its apt
-    transaction (stdout, between markers) and download its packages (stderr, to the log)."""
+    transaction (stdout, between markers)."""
     apt_opts = " ".join(APT_OPTS)
     lines = ["set -u", f"apt-get -q {apt_opts} update >&2 || {{ echo '{_MARK} update-failed'; exit 0; }}"]
     for recipe in image_recipes:
-        lines += [
-            f"echo '{_MARK} image {recipe.name}'",
-            f"if {recipes.apt_install(recipe.packages, '-s')} 2>&1; then",
-            f"  {recipes.apt_install(recipe.packages, '-d')} >&2 || echo '{_MARK} download-failed'",
-            f"else echo '{_MARK} failed'; fi",
-        ]
+        lines += [f"echo '{_MARK} image {recipe.name}'",
+                  f"{recipes.apt_install(recipe.packages, '-s')} 2>&1 || echo '{_MARK} failed'"]
     # drop packages the lists no longer offer, so the cache does not grow forever
     lines.append("apt-get -q autoclean >&2")
     return "\n".join(lines) + "\n"
+
+
+def download_script(image_recipes: list[ImageRecipe]) -> str:
+    """Shell that downloads the packages of each image's transaction into the cache."""
+    return "set -e\n" + "".join(f"{recipes.apt_install(r.packages, '-d')} >&2\n" for r in image_recipes)
 
 
 def parse_resolution(output: str, suite: str) -> dict[str, tuple[Package, ...]]:
@@ -179,7 +187,7 @@ def parse_resolution(output: str, suite: str) -> dict[str, tuple[Package, ...]]:
             current.append(line)
     resolved = {}
     for name, body in sections.items():
-        if f"{_MARK} failed" in body or f"{_MARK} download-failed" in body:
+        if f"{_MARK} failed" in body:
             errors = [line for line in body if line.startswith("E:")] or body[-3:]
             raise ImageError(f"{suite} cannot install the packages of {name}: {' '.join(errors).strip()}")
         resolved[name] = recipes.parse_simulation("\n".join(body))
@@ -199,10 +207,28 @@ def _resolve(engine: Engine, base_ref: str, release: SlurmRelease, image_recipes
     return resolved
 
 
-def _build_or_reuse(engine: Engine, recipe: ImageRecipe, release: SlurmRelease, base_ref: str, base_id: str,
-                    packages: tuple[Package, ...], options: BuildOptions, work: Path,
-                    log: Callable[[str], None]) -> ImageResult:
-    started = time.monotonic()
+_APT_CACHE = (("lists", "/var/lib/apt/lists"), ("archives", "/var/cache/apt/archives"))
+
+
+def _download(engine: Engine, base_ref: str, release: SlurmRelease, image_recipes: list[ImageRecipe],
+              work: Path) -> None:
+    engine.run_script(base_ref, download_script(image_recipes), [], [(work / a, b) for a, b in _APT_CACHE],
+                      network="host", what=f"download packages of {release.suite}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """An image about to be reused or built: its recipe text, key, tags and version."""
+
+    recipe: ImageRecipe
+    text: str
+    key: str
+    refs: tuple[str, ...]
+    version: str
+
+
+def _plan(recipe: ImageRecipe, release: SlurmRelease, base_ref: str, base_id: str, packages: tuple[Package, ...],
+          options: BuildOptions) -> _Plan:
     version = recipes.version_of(packages, recipe.version_package)
     if version is None:
         raise ImageError(f"{release.suite}: {recipe.version_package} is not in the transaction of {recipe.name}")
@@ -210,28 +236,49 @@ def _build_or_reuse(engine: Engine, recipe: ImageRecipe, release: SlurmRelease, 
         raise ImageError(f"{release.suite} gives Slurm {version}, not {release.series}.x: the suite moved on; "
                          f"update slurmk8s.debian.SLURM_RELEASES")
     text = recipes.containerfile(recipe, release, base_ref)
-    key = recipes.cache_key(text, base_id, packages)
-    refs = recipes.image_refs(recipe, release, options.registry, version)
-    if all((engine.labels(ref) or {}).get(recipes.LABEL_KEY) == key for ref in refs):
+    return _Plan(recipe, text, recipes.cache_key(text, base_id, packages),
+                 recipes.image_refs(recipe, release, options.registry, version), version)
+
+
+def _reuse(engine: Engine, plan: _Plan) -> ImageResult | None:
+    """The image carrying the plan's key, under its tags already or re-tagged; None if there is none."""
+    started = time.monotonic()
+    if all((engine.labels(ref) or {}).get(recipes.LABEL_KEY) == plan.key for ref in plan.refs):
         outcome = CACHED
     else:
-        previous = {engine.image_id(ref) for ref in refs} - {None}
-        same = engine.images_labelled(recipes.LABEL_KEY, key)
-        if same:  # built before under another name (another registry prefix, say)
-            for ref in refs:
-                engine.tag(same[0], ref)
-            outcome = RETAGGED
-        else:
-            log(f"  building {refs[0]} (Slurm {version})" if recipe.is_slurm else f"  building {refs[0]} ({version})")
-            containerfile = work / f"Containerfile.{recipe.name}"
-            containerfile.write_text(text)
-            engine.build(containerfile, work, refs, _labels(recipe, release, version, key),
-                         f"build {refs[0]}", options.timeout_s)
-            outcome = BUILT
-        current = engine.image_id(refs[0])
-        for old in previous - {current}:
-            engine.remove_if_unused(old)  # an older build that lost its last name
-    return ImageResult(recipe.name, refs, version, outcome, round(time.monotonic() - started, 1), key)
+        same = engine.images_labelled(recipes.LABEL_KEY, plan.key)
+        if not same:
+            return None
+        previous = _named(engine, plan.refs)
+        for ref in plan.refs:  # built before under another name (another registry prefix, say)
+            engine.tag(same[0], ref)
+        _drop_unnamed(engine, previous, plan.refs)
+        outcome = RETAGGED
+    return ImageResult(plan.recipe.name, plan.refs, plan.version, outcome, round(time.monotonic() - started, 1), plan.key)
+
+
+def _build(engine: Engine, plan: _Plan, release: SlurmRelease, options: BuildOptions, work: Path,
+           log: Callable[[str], None]) -> ImageResult:
+    started = time.monotonic()
+    what = f"Slurm {plan.version}" if plan.recipe.is_slurm else plan.version
+    log(f"  building {plan.refs[0]} ({what})")
+    previous = _named(engine, plan.refs)
+    containerfile = work / f"Containerfile.{plan.recipe.name}"
+    containerfile.write_text(plan.text)
+    engine.build(containerfile, work, plan.refs, _labels(plan.recipe, release, plan.version, plan.key),
+                 f"build {plan.refs[0]}", options.timeout_s)
+    _drop_unnamed(engine, previous, plan.refs)
+    return ImageResult(plan.recipe.name, plan.refs, plan.version, BUILT, round(time.monotonic() - started, 1), plan.key)
+
+
+def _named(engine: Engine, refs: tuple[str, ...]) -> set[str]:
+    return {i for i in (engine.image_id(ref) for ref in refs) if i}
+
+
+def _drop_unnamed(engine: Engine, previous: set[str], refs: tuple[str, ...]) -> None:
+    """Remove the images these tags named before, once no name is left on them."""
+    for old in previous - _named(engine, refs):
+        engine.remove_if_unused(old)
 
 
 def _labels(recipe: ImageRecipe, release: SlurmRelease, version: str, key: str) -> dict[str, str]:

@@ -42,8 +42,8 @@ class FakeEngine:
         return sorted(i for i, img in self.store.items() if img["labels"].get(label) == value)
 
     def run_script(self, image, script, args, mounts, network, what, timeout=0):
-        self.calls.append(("resolve", network))
-        return self.resolution
+        self.calls.append((what.split()[0], network))  # "resolve" or "download"
+        return self.resolution if what.startswith("resolve") else ""
 
     def _untag(self, ref):
         for img in self.store.values():
@@ -104,7 +104,7 @@ def outcomes(results):
 def test_cold_builds_every_image_then_warm_reuses_them(engine, tmp_path):
     cold = run(tmp_path)
     assert set(outcomes(cold).values()) == {build.BUILT}
-    assert [c for c in engine.calls if c[0] == "resolve"] == [("resolve", "host")]
+    assert [c for c in engine.calls if c[0] in ("resolve", "download")] == [("resolve", "host"), ("download", "host")]
     slurmctld = engine.store[engine.image_id("localhost/slurmk8s/slurmctld:26.05-debian14")]
     assert slurmctld["refs"] == {"localhost/slurmk8s/slurmctld:26.05-debian14", "localhost/slurmk8s/slurmctld:26.05.5-debian14"}
     assert slurmctld["labels"][recipes.LABEL_KEY] == cold[0].key and slurmctld["labels"][recipes.LABEL_VERSION] == "26.05.5"
@@ -124,6 +124,7 @@ def test_a_new_package_version_rebuilds_only_the_images_that_carry_it(engine, tm
     engine.calls.clear()
     again = outcomes(run(tmp_path))
     assert again.pop("slurmd") == build.BUILT and set(again.values()) == {build.CACHED}
+    assert [c[0] for c in engine.calls if c[0] != "remove"] == ["resolve", "download", "build"]
     assert ("remove", old_slurmd) in engine.calls  # the build it replaced had no name left
 
 

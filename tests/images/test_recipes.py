@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from slurmk8s.debian import SLURM_RELEASES, slurm_release
 from slurmk8s.images import recipes
-from slurmk8s.images.build import parse_resolution, resolve_script
+from slurmk8s.images.build import download_script, parse_resolution, resolve_script
 from slurmk8s.images.errors import ImageError
 from slurmk8s.images.recipes import Package
 from slurmk8s.profile.loader import load_profile
@@ -97,11 +97,11 @@ def test_mariadb_runs_as_999_with_an_empty_datadir():
 def test_resolve_simulates_and_downloads_the_build_transaction():
     """The key is only honest if the resolve step simulates exactly what the build installs."""
     series_recipes = recipes.recipes_for("26.05")
-    script = resolve_script(series_recipes)
+    scripts = {"-s": resolve_script(series_recipes), "-d": download_script(list(series_recipes))}
     for r in series_recipes:
         install = recipes.apt_install(r.packages)
         assert install in recipes.containerfile(r, SLURM_RELEASES["26.05"], "b")
-        for mode in ("-s", "-d"):
+        for mode, script in scripts.items():
             assert recipes.apt_install(r.packages, mode) in script
             assert recipes.apt_install(r.packages, mode).replace(f"{mode} ", "") == install
 
