@@ -154,6 +154,9 @@ def _ensure_base(engine: Engine, release: SlurmRelease, options: BuildOptions, w
 
 
 _MARK = "@@slurmk8s"
+# The suite's apt state lives in the cache, mounted into the resolve and download containers
+# (and bound into each build from the build context).
+_APT_CACHE = (("lists", "/var/lib/apt/lists"), ("archives", "/var/cache/apt/archives"))
 
 
 def resolve_script(image_recipes: tuple[ImageRecipe, ...]) -> str:
@@ -197,17 +200,13 @@ def parse_resolution(output: str, suite: str) -> dict[str, tuple[Package, ...]]:
 def _resolve(engine: Engine, base_ref: str, release: SlurmRelease, image_recipes: tuple[ImageRecipe, ...],
              work: Path) -> dict[str, tuple[Package, ...]]:
     # Host network: apt reaches the mirror the host reaches, and no container network is created.
-    output = engine.run_script(base_ref, resolve_script(image_recipes), [],
-                               [(work / "lists", "/var/lib/apt/lists"), (work / "archives", "/var/cache/apt/archives")],
+    output = engine.run_script(base_ref, resolve_script(image_recipes), [], [(work / a, b) for a, b in _APT_CACHE],
                                network="host", what=f"resolve packages of {release.suite}")
     resolved = parse_resolution(output, release.suite)
     missing = [r.name for r in image_recipes if not resolved.get(r.name)]
     if missing:
         raise ImageError(f"resolving {release.suite} gave no packages for {', '.join(missing)} (see {engine.log_file})")
     return resolved
-
-
-_APT_CACHE = (("lists", "/var/lib/apt/lists"), ("archives", "/var/cache/apt/archives"))
 
 
 def _download(engine: Engine, base_ref: str, release: SlurmRelease, image_recipes: list[ImageRecipe],
