@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +16,8 @@ from slurmk8s.images.build import download_script, parse_resolution, resolve_scr
 from slurmk8s.images.errors import ImageError
 from slurmk8s.images.recipes import Package
 from slurmk8s.profile.loader import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def recipe(series: str, name: str) -> recipes.ImageRecipe:
@@ -48,6 +51,18 @@ def test_a_profile_with_registry_and_os_points_at_the_built_images(series):
                     "login": images.login, "slurmrestd": images.restapi, "mariadb": images.database}
     for r in recipes.recipes_for(series):
         assert by_component[r.name] == recipes.image_refs(r, release, recipes.DEFAULT_REGISTRY)[0]
+
+
+def test_the_profile_in_docs_images_md_uses_the_built_images():
+    doc = (ROOT / "docs/images.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", doc, re.S).group(1)
+    profile = load_profile(example.encode(), "docs/images.md")
+    release = SLURM_RELEASES[profile.version]
+    built = {r.name: recipes.image_refs(r, release, recipes.DEFAULT_REGISTRY)[0] for r in recipes.recipes_for(profile.version)}
+    assert (profile.images.controller, profile.images.login, profile.images.database) == \
+        (built["slurmctld"], built["login"], built["mariadb"])
+    for series, release in SLURM_RELEASES.items():  # the table of series, suites and tag suffixes
+        assert re.search(rf"^\| {re.escape(series)} \| {release.suite} .*\| `{release.os_name}` \|", doc, re.M)
 
 
 @pytest.mark.parametrize("registry,ok", [
