@@ -88,9 +88,9 @@ def build_series(series: str, options: BuildOptions, log: Callable[[str], None] 
     work = _workdir(options, release)
     with debian.locked(work / "build.lock", log):
         log_file = work / "build.log"
-        log_file.write_text("")
         engine = Engine(options.engine, log_file)
         engine.check()
+        log_file.write_text("")
         base_ref, base_id = _ensure_base(engine, release, options, work, log)
         image_recipes = recipes.recipes_for(series)
         started = time.monotonic()

@@ -26,10 +26,13 @@ class Engine:
         self.log_file = Path(log_file)
 
     def check(self) -> None:
-        """ImageError unless the engine's binary is installed."""
+        """ImageError unless the engine is installed and answers (a docker CLI without its daemon does not)."""
+        hint = "bash tools/install-podman.sh" if self.name == "podman" else "install and start docker"
         if shutil.which(self.name) is None:
-            hint = "bash tools/install-podman.sh" if self.name == "podman" else "install docker"
             raise ImageError(f"{self.name} is not installed ({hint})")
+        done = self._query(["info"], timeout=120)
+        if done.returncode != 0:
+            raise ImageError(f"{self.name} does not work here ({hint}): {tail(done.stderr or done.stdout, 3)}")
 
     def _query(self, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
         try:
@@ -85,10 +88,14 @@ class Engine:
                               stdout=subprocess.PIPE) as tar:
             try:
                 self._logged(args, f"import {rootfs} as {ref}", timeout, stdin=tar.stdout)
+            except ImageError:
+                tar.kill()  # the engine's error is the one to report, not tar's broken pipe
+                raise
             finally:
                 tar.stdout.close()
-                if tar.wait() != 0:
-                    raise ImageError(f"tar of {rootfs} exited {tar.returncode}")
+                tar.wait()
+        if tar.returncode != 0:
+            raise ImageError(f"tar of {rootfs} exited {tar.returncode}")
 
     def run_script(self, image: str, script: str, args: list[str], mounts: list[tuple[Path, str]],
                    network: str, what: str, timeout: float = 1800) -> str:

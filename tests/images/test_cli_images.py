@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -19,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TEST_REGISTRY = "localhost/slurmk8s-cli-test"
 
 
-def cli(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 1800, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "slurmk8s.cli", "images", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.parametrize("args,message", [
@@ -37,6 +38,16 @@ def cli(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
 def test_usage_errors_are_one_line_and_exit_2(args, message):
     done = cli(*args, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (2, message + "\n", "")
+
+
+def test_an_engine_that_does_not_answer_fails_in_one_line_before_any_work(tmp_path):
+    # a docker CLI whose daemon is not running, first on PATH
+    (tmp_path / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    (tmp_path / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = cli("build", "--engine", "docker", "--cache", str(tmp_path / "cache"), timeout=60, env=env)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "docker does not work here (install and start docker): Cannot connect to the Docker daemon\n"
 
 
 @pytest.mark.images
