@@ -14,7 +14,7 @@ import typer
 from slurmk8s.errors import SlurmK8sError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab.")
+                  help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images.")
 
 
 @app.command()
@@ -62,10 +62,11 @@ def fence(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) ->
 
 def _register_command_groups() -> None:
     """Commands that live in their own modules (cluster access, the lab), registered lazily-importing."""
-    from slurmk8s import cli_cluster, cli_lab, cli_topology
+    from slurmk8s import cli_cluster, cli_images, cli_lab, cli_topology
     cli_cluster.register(app)
     cli_lab.register(app)
     cli_topology.register(app)
+    cli_images.register(app)
 
 
 _register_command_groups()

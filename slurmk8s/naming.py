@@ -50,6 +50,16 @@ DAEMON = {
 }
 
 
+def image_tag(slurm_version: str, os_name: str) -> str:
+    """The default tag of every Slurm image: ``<slurm version>-<os>`` (Slinky's rule, ours too)."""
+    return f"{slurm_version}-{os_name}"
+
+
+def image_ref(registry: str, image: str, tag: str) -> str:
+    """``<registry>/<image>:<tag>``; a trailing slash on the registry is dropped."""
+    return f"{registry.rstrip('/')}/{image}:{tag}"
+
+
 def component_name(cluster: str, component: str) -> str:
     """StatefulSet/Deployment/Service/ServiceAccount name of a singleton component."""
     return f"{cluster}-{component}"

@@ -1,4 +1,8 @@
-"""The layers of DESIGN.md hold: imports only point down, the pure core does no I/O, kubernetes stays in kube."""
+"""The layers of DESIGN.md hold: imports only point down, the pure core does no I/O, kubernetes stays in kube.
+
+cli -> actions -> output | kube | lab | images -> render -> profile -> naming, errors, versions, quantity;
+slurmk8s.debian (Debian suites, debootstrap) sits under lab and images, which never import each other.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ ALL_MODULES = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removes
 MODULES = {m: i for m, i in ALL_MODULES.items() if not m.startswith(POD_SCRIPTS)}
 
 
+CLI = ("slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology", "slurmk8s.cli_images")
+# The packages between actions and render: each stands alone.
+SIDE_BY_SIDE = ("slurmk8s.output", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images")
+
+
 def under(module: str, *packages: str) -> bool:
     """True when module is one of packages or inside one of them."""
     return any(module == p or module.startswith(p + ".") for p in packages)
@@ -45,17 +54,25 @@ RULES = {
     "pod-scripts-are-never-imported": lambda m, n, top: under(n, POD_SCRIPTS),
     "pure-core-no-io-no-kubernetes": lambda m, n, top: under(m, "slurmk8s.render", "slurmk8s.profile")
     and (n.split(".")[0] in IO | {"kubernetes"} or under(n, "slurmk8s.actions", "slurmk8s.output", "slurmk8s.kube",
-                                                         "slurmk8s.lab", "slurmk8s.cli")),
+                                                         "slurmk8s.lab", "slurmk8s.images", "slurmk8s.debian",
+                                                         "slurmk8s.cli")),
     "profile-below-render": lambda m, n, top: under(m, "slurmk8s.profile") and under(n, "slurmk8s.render"),
     "bottom-imports-no-slurmk8s": lambda m, n, top: m in ("slurmk8s.naming", "slurmk8s.errors", "slurmk8s.versions",
                                                           "slurmk8s.quantity") and under(n, "slurmk8s"),
     "only-kube-imports-kubernetes": lambda m, n, top: under(n, "kubernetes") and not under(m, "slurmk8s.kube"),
-    "only-actions-and-cli-use-lab-and-kube": lambda m, n, top: under(n, "slurmk8s.lab", "slurmk8s.kube")
-    and not under(m, "slurmk8s.actions", "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology",
-                   "slurmk8s.lab", "slurmk8s.kube"),
-    "cli-imports-actions-lazily": lambda m, n, top: under(m, "slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab",
-                                                                 "slurmk8s.cli_topology")
-    and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.render", "slurmk8s.output"),
+    "only-actions-and-cli-use-lab-kube-images": lambda m, n, top: under(n, "slurmk8s.lab", "slurmk8s.kube", "slurmk8s.images")
+    and not under(m, *CLI, "slurmk8s.actions", "slurmk8s.lab", "slurmk8s.kube", "slurmk8s.images"),
+    "no-sideways-imports-between-lab-kube-images-output": lambda m, n, top: any(
+        under(m, a) and under(n, b) for a in SIDE_BY_SIDE for b in SIDE_BY_SIDE if a != b),
+    "images-never-import-actions-or-cli": lambda m, n, top: under(m, "slurmk8s.images")
+    and under(n, "slurmk8s.actions", *CLI),
+    "debian-is-imported-by-lab-and-images-only": lambda m, n, top: under(n, "slurmk8s.debian")
+    and not under(m, "slurmk8s.lab", "slurmk8s.images", "slurmk8s.debian"),
+    "debian-imports-only-errors": lambda m, n, top: under(m, "slurmk8s.debian") and under(n, "slurmk8s")
+    and not under(n, "slurmk8s.errors"),
+    "cli-imports-actions-lazily": lambda m, n, top: under(m, *CLI)
+    and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images", "slurmk8s.render",
+                       "slurmk8s.output"),
 }
 
 

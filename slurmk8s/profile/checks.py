@@ -156,10 +156,12 @@ def _check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     if not custom and not all(c in images for c in components):
         if profile.auth == "munge":
             out.append((("spec", "slurm", "auth"), "SlinkyProject's images carry no munged: with auth 'munge' set "
-                        "spec.slurm.images (registry/tag or per component) to images that do", False))
+                        "spec.slurm.images (registry/tag or per component) to images that do, such as those of "
+                        "`slurmk8s images build`", False))
         elif profile.version not in SLINKY_IMAGE_VERSIONS:
             out.append((("spec", "slurm", "version"), f"SlinkyProject publishes no images for Slurm {profile.version}; "
-                        "set spec.slurm.images.registry/tag to images you build", False))
+                        "set spec.slurm.images.registry/tag to images you build (`slurmk8s images build` makes "
+                        "them for 22.05, 24.11 and 26.05)", False))
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurmk8s import versions
+from slurmk8s import naming, versions
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
@@ -100,11 +100,11 @@ def _conf_value(value: Any) -> str:
 
 
 def _images(raw: dict, version: str) -> Images:
-    registry = raw.get("registry", _d("spec.slurm.images.registry")).rstrip("/")
-    tag = raw.get("tag") or f"{version}-{raw.get('os', _d('spec.slurm.images.os'))}"
+    registry = raw.get("registry", _d("spec.slurm.images.registry"))
+    tag = raw.get("tag") or naming.image_tag(version, raw.get("os", _d("spec.slurm.images.os")))
 
     def image(component: str, daemon: str) -> str:
-        return raw.get(component) or f"{registry}/{daemon}:{tag}"
+        return raw.get(component) or naming.image_ref(registry, daemon, tag)
 
     return Images(
         controller=image("controller", "slurmctld"),

@@ -145,10 +145,11 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      ["bad.yaml:11:35: spec.slurm.auth: auth 'slurm' needs Slurm 23.11 or newer; 22.05 has only munge"]),
     ("munge-with-default-images", BASE + "  slurm: {auth: munge}\n",
      ["bad.yaml:11:17: spec.slurm.auth: SlinkyProject's images carry no munged: with auth 'munge' set "
-      "spec.slurm.images (registry/tag or per component) to images that do"]),
+      "spec.slurm.images (registry/tag or per component) to images that do, such as those of "
+      "`slurmk8s images build`"]),
     ("no-slinky-images-for-version", BASE + "  slurm: {version: '24.05'}\n",
      ["bad.yaml:11:20: spec.slurm.version: SlinkyProject publishes no images for Slurm 24.05; "
-      "set spec.slurm.images.registry/tag to images you build"]),
+      "set spec.slurm.images.registry/tag to images you build (`slurmk8s images build` makes them for 22.05, 24.11 and 26.05)"]),
     ("embedded-and-external",
      BASE + "  accounting:\n    database:\n      embedded: {}\n      external: {host: db, passwordSecret: {name: s, key: k}}\n",
      ["bad.yaml:13:7: spec.accounting.database: choose one of 'embedded' or 'external', not both"]),
