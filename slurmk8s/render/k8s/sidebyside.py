@@ -9,6 +9,7 @@ from slurmk8s.render.fence import FencePlan, plans
 from slurmk8s.render.k8s.common import (
     Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
+from slurmk8s.render.k8s.workers import slurmd_volumes
 
 LABEL_SHAPE = "slurmk8s.io/shape"
 
@@ -47,9 +48,10 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "livenessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 30, "failureThreshold": 6},
         "resources": slurmd_resources(plan),
         "securityContext": {"privileged": True},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "spool", "mountPath": "/var/spool/slurmd"}],
     }
-    volumes = volume_config(profile) + [{"name": "spool", "emptyDir": {}}]
+    slurmd_mounts, slurmd_vols = slurmd_volumes()
+    slurmd["volumeMounts"] = mounts_config(profile, init=False) + slurmd_mounts
+    volumes = volume_config(profile) + slurmd_vols
     extra: Obj = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(s.nodes)}]}]}}},

@@ -39,6 +39,16 @@ def nccl_env(pool: Pool) -> list[Obj]:
             {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}]
 
 
+def slurmd_volumes() -> tuple[list[Obj], list[Obj]]:
+    """(mounts, volumes) of every slurmd pod, pool or side-by-side: spool and run directory."""
+    mounts = [{"name": "spool", "mountPath": "/var/spool/slurmd"},
+              # slurmd (root) refuses a run directory that another user owns; a fresh one per pod
+              # does not depend on what the image ships there (found on kind).
+              {"name": "run", "mountPath": "/run/slurm"}]
+    volumes = [{"name": "spool", "emptyDir": {}}, {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
+    return mounts, volumes
+
+
 def build_statefulsets_pool(profile: Profile, pool: Pool, config_hash: str) -> list[Obj]:
     """The pool's StatefulSets: one, or one per topology leaf domain (render/topology.py)."""
     return [build_statefulset_pool(profile, pool, config_hash, seg) for seg in pool_segments(profile, pool)]
@@ -49,18 +59,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     segment = segment or pool_segments(profile, pool)[0]
     name = segment.statefulset
     image = profile.images.worker
-    mounts = mounts_config(profile, init=False) + [
-        {"name": "spool", "mountPath": "/var/spool/slurmd"},
-        {"name": "shm", "mountPath": "/dev/shm"},
-        # slurmd (root) refuses a run directory that another user owns; a fresh one per pod
-        # does not depend on what the image ships there (found on kind).
-        {"name": "run", "mountPath": "/run/slurm"},
-    ]
-    volumes = volume_config(profile) + [
-        {"name": "spool", "emptyDir": {}},
-        {"name": "shm", "emptyDir": {"medium": "Memory"}},
-        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-    ]
+    slurmd_mounts, slurmd_vols = slurmd_volumes()
+    mounts = mounts_config(profile, init=False) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
+    volumes = volume_config(profile) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
     if pool.rdma and pool.rdma.hugepages:
         mounts.append({"name": "hugepages", "mountPath": "/dev/hugepages"})
         volumes.append({"name": "hugepages", "emptyDir": {"medium": f"HugePages-{pool.rdma.hugepages.size}"}})
