@@ -87,16 +87,23 @@ class Cluster:
 
 @contextmanager
 def kind_cluster(name: str, config: Path) -> Iterator[Cluster]:
-    """A fresh kind cluster from CONFIG with the Slurm images loaded; removed afterwards."""
+    """A fresh kind cluster from CONFIG with the Slurm images loaded; removed afterwards.
+
+    SLURMK8S_E2E_REUSE=1 (for working on the tests) keeps the cluster afterwards and reuses
+    one left by an earlier run.
+    """
     env = {**tool_env(), "SLURMK8S_KIND_NAME": name, "SLURMK8S_KIND_SLURM": SLURM_SERIES}
-    run("bash", str(KIND_CLUSTER), "down", env=env, timeout=300)  # a cluster left by a killed run
-    up = run("bash", str(KIND_CLUSTER), "up", str(config), env=env, timeout=3600)
-    kubeconfig = up.stdout.strip().splitlines()[-1]
-    assert Path(kubeconfig).is_file(), up.stdout
+    reuse = os.environ.get("SLURMK8S_E2E_REUSE") == "1"
+    kubeconfig = Path(os.environ.get("SLURMK8S_KIND_STATE", "/var/lib/slurmk8s/kind")) / name / "kubeconfig"
+    if not (reuse and kubeconfig.is_file()):
+        run("bash", str(KIND_CLUSTER), "down", env=env, timeout=300)  # a cluster left by a killed run
+        up = run("bash", str(KIND_CLUSTER), "up", str(config), env=env, timeout=3600)
+        assert up.stdout.strip().splitlines()[-1] == str(kubeconfig), up.stdout
     try:
-        yield Cluster(name, kubeconfig)
+        yield Cluster(name, str(kubeconfig))
     finally:
-        run("bash", str(KIND_CLUSTER), "down", env=env, timeout=300, check=False)
+        if not reuse:
+            run("bash", str(KIND_CLUSTER), "down", env=env, timeout=300, check=False)
 
 
 def local_profile(source: Path, target: Path, edit: Callable[[dict], None] | None = None) -> Path:

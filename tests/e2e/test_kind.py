@@ -82,7 +82,7 @@ class TestKindDev:
         with port_forward(dev, "svc/dev-login", 22) as port:
             result = run("ssh", "-i", str(ssh_key), "-p", str(port), "-o", "BatchMode=yes",
                          "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                         "-o", "ConnectTimeout=20", "root@127.0.0.1", "sinfo", "-h", "-o", "%P %D %t", timeout=60)
+                         "-o", "ConnectTimeout=20", "root@127.0.0.1", "sinfo -h -o '%P %D %t'", timeout=60)
         assert "debug* 2 idle" in result.stdout
 
 
@@ -176,7 +176,7 @@ class TestKindTopology:
         for line in shown.splitlines():
             fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
             if "SwitchName" in fields:
-                live[fields["SwitchName"]] = fields.get("Nodes") or fields.get("Switches")
+                live[fields["SwitchName"]] = fields.get("Switches") or fields.get("Nodes")  # inner switches list both
         assert live == switches
 
 

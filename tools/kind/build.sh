@@ -4,6 +4,7 @@
 # expects, the CNI and storage images, and the node image. Versions: tools/kind/versions.env.
 #
 #   bash tools/kind/build.sh          # prints the node image reference as its last line
+#   SLURMK8S_KIND_REBUILD=1 bash ...  # rebuild every image even when its key is unchanged
 #
 # Every piece is cached under a key made of its inputs (versions, go.sum, files), so a warm
 # run only checks keys. Cache: $SLURMK8S_KIND_CACHE (default /var/cache/slurmk8s/kind) for
@@ -28,7 +29,11 @@ files_key() { (cd "$HERE" && find "$@" -type f -print0 | sort -z | xargs -0 sha2
 for tool in go podman debootstrap; do command -v $tool >/dev/null || die "no $tool on PATH (tools/install-kind-deps.sh installs it)"; done
 mkdir -p "$BIN"
 
-image_key() { podman image inspect --format "{{ index .Labels \"$KEY_LABEL\" }}" "$1" 2>/dev/null || true; }
+# SLURMK8S_KIND_REBUILD=1 builds every image again (bench/kind.py --cold)
+image_key() {
+  [ "${SLURMK8S_KIND_REBUILD:-}" != 1 ] || return 0
+  podman image inspect --format "{{ index .Labels \"$KEY_LABEL\" }}" "$1" 2>/dev/null || true
+}
 
 # go_build NAME MODULE_DIR VERSION LDFLAGS PACKAGE... : binaries into $BIN/NAME-VERSION-KEY/
 go_build() {
@@ -72,7 +77,7 @@ debootstrap_image() {
   local name=$1 packages=$2
   local key; key=$(echo "$NODE_SUITE $packages" | key_of)
   local image=$IMAGE_PREFIX/$name-rootfs:$key
-  if ! podman image exists "$image"; then
+  if [ "${SLURMK8S_KIND_REBUILD:-}" = 1 ] || ! podman image exists "$image"; then
     local dir; dir=$(mktemp -d "$CACHE/.rootfs-$name.XXXXXX")
     log "debootstrap $NODE_SUITE for $name (about a minute)"
     debootstrap --variant=minbase --include="$packages" "$NODE_SUITE" "$dir" "$MIRROR" >"$dir.log" 2>&1 \
