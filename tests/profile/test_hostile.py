@@ -1,4 +1,4 @@
-"""Hostile profiles (issue 16): injection, YAML's base-60 numbers, unbounded work.
+"""Hostile profiles (issue 16): injection, YAML's base-60 numbers, name collisions, unbounded work.
 
 Each case is one located `FILE:LINE:COL: path: message` line and exit code 2; the
 unbounded-work cases also finish quickly where the old code took minutes and gigabytes.
@@ -45,6 +45,16 @@ SIDE_BY_SIDE = """\
         memory: 64Gi
         system: {cpus: '0-3', memory: 4Gi}
         slurm: {cpus: '4-31', memory: 32Gi}
+"""
+TOPOLOGY = """\
+    - {name: a-b, replicas: 1, cpus: 1, memory: 1Gi}
+  partitions:
+    - {name: main, pools: [cpu, a-b]}
+  topology:
+    plugin: tree
+    domains:
+      - {name: b-c, nodeLabels: {rack: r1}, slots: {cpu: 1}}
+      - {name: c, nodeLabels: {rack: r2}, slots: {a-b: 1}}
 """
 SCHED = BASE + "  scheduling:\n"
 
@@ -129,6 +139,32 @@ def test_each_case_is_one_edit_from_valid(tmp_path: Path) -> None:
     assert read_profile(write(tmp_path, BASE + SIDE_BY_SIDE)).side_by_side.shapes[0].slurm.cpus == tuple(range(4, 32))
     assert read_profile(write(tmp_path, BASE + '  partitions:\n    - {name: main, pools: [cpu], maxTime: "12:00:00"}\n')
                         ).partitions[0].max_time == "12:00:00"
+    assert len(read_profile(write(tmp_path, BASE + TOPOLOGY)).topology.leaves()) == 2
+
+
+def test_topology_pool_and_domain_names_that_alias_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool cpu in leaf b-c and pool cpu-b in leaf c would both be StatefulSet demo-cpu-b-c."""
+    content = (BASE + TOPOLOGY).replace("a-b", "cpu-b")
+    write(tmp_path, content)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ProfileError) as info:
+        read_profile("bad.yaml")
+    assert str(info.value).splitlines() == [
+        "bad.yaml:18:51: spec.topology.domains[1].slots.cpu-b: pool 'cpu-b' in domain 'c' and pool 'cpu' in domain "
+        "'b-c' (spec.topology.domains[0]) would both be StatefulSet 'demo-cpu-b-c'; rename a pool or a domain"]
+
+
+def test_render_refuses_any_two_objects_with_one_name() -> None:
+    """The last guard: whatever the profile checks miss, render never emits one (kind, name) twice."""
+    from slurmk8s.profile import load_profile
+    from slurmk8s.render import render
+    profile = load_profile(BASE.encode(), "p.yaml")
+    clone = profile.pools[0]
+    import dataclasses
+    twin = dataclasses.replace(profile, pools=(clone, clone))
+    with pytest.raises(ProfileError) as info:
+        render(twin)
+    assert "p.yaml: two objects would be named PodDisruptionBudget/demo-cpu;" in str(info.value)
 
 
 def test_deep_nesting_is_a_clean_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
