@@ -1,16 +1,23 @@
-"""Reading a profile file, with every failure reported as a located ProfileError."""
+"""Reading a profile file (or standard input for '-'), with every failure reported as a located ProfileError."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import Profile, load_profile
 from slurmk8s.profile.loader import MAX_PROFILE_BYTES
 
+STDIN = "-"
+STDIN_SOURCE = "<stdin>"
+_stdin_data: bytes | None = None  # stdin is read once; a command may load its profile twice
+
 
 def read_profile(path: str | Path) -> Profile:
-    """Load and validate the profile at path (exit code 2 on any problem)."""
+    """Load and validate the profile at path, '-' for standard input (exit code 2 on any problem)."""
+    if str(path) == STDIN:
+        return load_profile(_read_stdin(), STDIN_SOURCE)
     p = Path(path)
     try:
         with p.open("rb") as f:
@@ -22,3 +29,15 @@ def read_profile(path: str | Path) -> Profile:
     except OSError as e:
         raise ProfileError(str(p), [FieldError(0, 0, "", f"cannot read: {e.strerror}")]) from None
     return load_profile(data, str(p))
+
+
+def _read_stdin() -> bytes:
+    global _stdin_data
+    if _stdin_data is None:
+        if sys.stdin is None:
+            raise ProfileError(STDIN_SOURCE, [FieldError(0, 0, "", "standard input is closed")])
+        try:
+            _stdin_data = sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1)
+        except OSError as e:
+            raise ProfileError(STDIN_SOURCE, [FieldError(0, 0, "", f"cannot read: {e.strerror}")]) from None
+    return _stdin_data
