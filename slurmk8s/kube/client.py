@@ -131,14 +131,18 @@ def read_kubeconfig(path: str) -> Obj:
 
 
 def current_context(files: list[str]) -> str | None:
-    """kubectl's rule: the first file that sets current-context wins (the Python client takes the last)."""
+    """kubectl's rule: the first file that sets current-context wins (the Python client takes the last).
+
+    Every file is read, so a broken one is reported by name even when an earlier one decides.
+    """
+    found = None
     for path in files:
         if not os.path.exists(path):
             continue  # kubectl skips missing files in $KUBECONFIG
         context = read_kubeconfig(path).get("current-context")
-        if context:
-            return str(context)
-    return None
+        if context and found is None:
+            found = str(context)
+    return found
 
 
 def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
@@ -149,7 +153,8 @@ def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
         if files:
             if access.kubeconfig and not os.path.exists(access.kubeconfig):
                 raise ClusterError(f"kubeconfig {access.kubeconfig}: no such file")
-            context = access.context or current_context(files)
+            context = current_context(files)
+            context = access.context or context
             source = access.kubeconfig or os.pathsep.join(files)
             try:
                 k8s_config.load_kube_config(config_file=source, context=context,
@@ -239,8 +244,9 @@ class Kube:
             status, data, retry_after = self._send(method, path, what, query, headers, body, end)
             parsed = _parse(data)
             if 200 <= status < 300 and data and not _is_object(data):
+                text = data.decode(errors="replace")
                 raise KubeApiError(f"{what}: malformed reply from the Kubernetes API: expected a JSON object, got "
-                                   f"{_one_line(data[:80].decode(errors='replace'))!r}", status, data.decode(errors="replace"))
+                                   f"{_one_line(text[:80])!r}", status, text)
             if 200 <= status < 300 or status in tolerate:
                 return Response(status, parsed, what)
             error = _api_error(what, status, parsed, data, self)
@@ -332,7 +338,8 @@ def _api_error(what: str, status: int, body: Obj, raw: bytes, kube: Kube) -> Kub
     elif status == 404:
         text = f"{what}: not found: {message}"
     else:
-        text = f"{what}: HTTP {status} {body.get('reason', '') if isinstance(body.get('reason'), str) else ''}: {message}".rstrip(": ")
+        reason = body.get("reason") if isinstance(body.get("reason"), str) else ""
+        text = f"{what}: HTTP {status} {reason}: {message}".rstrip(": ")
     return KubeApiError(text, status, detail)
 
 
