@@ -125,7 +125,9 @@ def register(app: typer.Typer) -> None:
         _run(verbose, lambda: plans.append(run_diff(profile, _access(kubeconfig, context), verbose=verbose,
                                                     echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
         if plans[0].changed:
-            raise typer.Exit(1)  # kubectl diff's convention: 1 means "there are differences"
+            # kubectl diff's convention: 1 means "there are differences". SystemExit, not typer.Exit: it leaves
+            # the process with its code however the app is invoked (main() runs typer without standalone mode).
+            raise SystemExit(1)
 
     @app.command()
     def status(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -142,8 +144,8 @@ def register(app: typer.Typer) -> None:
                                                       echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
         if found[0].problems:
             from slurmk8s.actions.files import read_profile
-            _stderr(health_line(found[0], read_profile(profile).name))
-            raise typer.Exit(1)
+            from slurmk8s.errors import ClusterError
+            raise ClusterError(health_line(found[0], read_profile(profile).name))  # printed as one line, exit 1
 
     @app.command()
     def down(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),

@@ -100,12 +100,13 @@ def test_down_deletes_exactly_the_object_it_listed(stub, kubeconfig, up):
 # ---------------------------------------------------------------- exit codes and -o json|yaml
 
 def test_diff_exits_1_when_up_would_change_something(stub, kubeconfig, up):
-    changed = invoke("diff", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert changed.exit_code == 1, changed.output
+    changed = slurmk8s_run("diff", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert (changed.returncode, changed.stderr) == (1, "")
     assert changed.stdout.splitlines()[-1].startswith("would change: ")
+    assert invoke("diff", KIND_DEV, "--kubeconfig", kubeconfig).exit_code == 1  # the app run by a console script
     up(KIND_DEV)
-    same = invoke("diff", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert same.exit_code == 0, same.output
+    same = slurmk8s_run("diff", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert (same.returncode, same.stderr) == (0, "")
     assert same.stdout.splitlines()[-1].startswith("no changes: ")
 
 
@@ -127,19 +128,19 @@ def test_diff_output_is_one_document(stub, kubeconfig, fmt):
 
 def test_status_exits_1_for_a_missing_or_degraded_cluster(stub, kubeconfig, up):
     n = object_count(KIND_DEV)
-    missing = invoke("status", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert missing.exit_code == 1
-    assert missing.stderr.splitlines()[-1] == f"cluster dev does not exist: all {n + 2} objects are missing"
+    missing = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert one_line(missing, 1) == f"cluster dev does not exist: all {n + 2} objects are missing"
     up(KIND_DEV)
-    healthy = invoke("status", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert healthy.exit_code == 0, healthy.output
+    healthy = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert (healthy.returncode, healthy.stderr) == (0, "")
     sts = stub.store[("", "", f"{APPS}/statefulsets")]["dev-cpu"]
     sts["status"]["readyReplicas"] = 1
-    degraded = invoke("status", KIND_DEV, "--kubeconfig", kubeconfig, "-o", "json")
-    assert degraded.exit_code == 1
+    degraded = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig, "-o", "json")
+    assert degraded.returncode == 1
     doc = json.loads(degraded.stdout)
     assert (doc["healthy"], doc["problems"]) == (False, ["StatefulSet/dev-cpu 1/2 ready"])
-    assert degraded.stderr.splitlines()[-1] == "cluster dev is not healthy: StatefulSet/dev-cpu 1/2 ready"
+    assert degraded.stderr.splitlines() == [f"cluster dev in namespace slurm (context stub of {kubeconfig}, {stub.url})",
+                                            "cluster dev is not healthy: StatefulSet/dev-cpu 1/2 ready"]
 
 
 def test_status_of_an_elastic_pool_resized_by_slurm_is_healthy(stub, kubeconfig, up):
