@@ -13,16 +13,42 @@ import typer
 
 from slurmk8s.errors import SlurmK8sError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images.")
 
 
+def version() -> str:
+    """The installed version (the package's own when it runs from a checkout)."""
+    from importlib import metadata
+
+    import slurmk8s
+    try:
+        return metadata.version("slurmk8s")
+    except metadata.PackageNotFoundError:
+        return slurmk8s.__version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"slurmk8s {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                            help="Print the version and exit.")) -> None:
+    """Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images."""
+
+
 @app.command()
-def init(path: str = typer.Argument("profile.yaml", help="Where to write the starter profile."),
+def init(path: str = typer.Argument("profile.yaml", help="Where to write the starter profile; - prints it."),
          force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
     """Write a commented starter profile."""
     from slurmk8s.actions.init import write_starter
-    typer.echo(f"wrote {write_starter(path, force)}")
+    written = write_starter(path, force)
+    if written is not None:
+        typer.echo(f"wrote {written}")
 
 
 @app.command()

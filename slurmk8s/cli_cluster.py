@@ -6,13 +6,58 @@ start without it.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+import math
+import re
+from typing import Any, Callable, Optional
 
 import typer
 
 KUBECONFIG_HELP = "Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)."
 CONTEXT_HELP = "Kubeconfig context (default: the current context)."
 VERBOSE_HELP = "Log every API request, and show the full API response on errors."
+OUTPUT_HELP = "text, or json | yaml: one machine-readable document on stdout (the header goes to stderr)."
+TIMEOUT_NOTE = "A duration: 90s, 5m, 1h30m, or seconds."
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds in a --timeout value: Go-style durations (90s, 5m, 1h30m, 500ms) or plain seconds; > 0 and finite."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        if _DURATION.match(text):
+            seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+        else:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise typer.BadParameter(f"{text!r} is not a duration; use e.g. 90s, 5m, 1h30m or seconds") from None
+    if math.isnan(seconds) or math.isinf(seconds) or seconds <= 0:
+        raise typer.BadParameter(f"{value!r} must be a positive, finite duration such as 90s or 5m")
+    return seconds
+
+
+def _timeout_option(default: float, help_text: str) -> Any:
+    return typer.Option(default, "--timeout", parser=parse_duration, metavar="DURATION",
+                        help=f"{help_text} {TIMEOUT_NOTE}")
+
+
+def _output_option() -> Any:
+    return typer.Option("text", "-o", "--output", help=OUTPUT_HELP)
+
+
+def _check_output(output: str) -> str:
+    if output not in ("text", "json", "yaml"):
+        raise typer.BadParameter(f"{output!r}: choose text, json or yaml", param_hint="-o/--output")
+    return output
+
+
+def _stderr(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 def _access(kubeconfig: Optional[str], context: Optional[str]):
@@ -41,7 +86,7 @@ def register(app: typer.Typer) -> None:
            context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
            dry_run: bool = typer.Option(False, "--dry-run", help="Server-side dry run: say what would change."),
            wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until every pod is Ready and Slurm knows every node."),
-           timeout: float = typer.Option(600, "--timeout", help="Seconds to wait before naming what is not ready."),
+           timeout: float = _timeout_option(600, "How long to wait before naming what is not ready; it also bounds each API request (at most 60 s)."),
            prune: bool = typer.Option(True, "--prune/--no-prune", help="Delete objects the profile no longer has (ours only; never PVCs or Secrets)."),
            force_conflicts: bool = typer.Option(False, "--force-conflicts", help="Take over fields another field manager owns."),
            workers: int = typer.Option(8, "--parallel", min=1, max=64, help="Objects applied at once within a stage."),
@@ -57,7 +102,7 @@ def register(app: typer.Typer) -> None:
               pool: str = typer.Argument(..., help="Pool name."),
               replicas: int = typer.Argument(..., help="Pods the pool should run (minReplicas..maxReplicas)."),
               lab: bool = typer.Option(False, "--lab", help="Scale the pool of this profile's running lab (`slurmk8s lab up`)."),
-              timeout: float = typer.Option(24 * 3600, "--timeout", help="Seconds to wait for jobs on the nodes that go."),
+              timeout: float = _timeout_option(24 * 3600, "How long to wait for jobs on the nodes that go."),
               kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
               context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
               verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
@@ -70,19 +115,37 @@ def register(app: typer.Typer) -> None:
     def diff(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
              kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
              context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+             output: str = _output_option(),
+             timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
-        """Show what `up` would change, as unified diffs (server-side dry run)."""
+        """Show what `up` would change, as unified diffs (server-side dry run). Exit 0: no changes, 1: changes."""
         from slurmk8s.actions.diff import run_diff
-        _run(verbose, lambda: run_diff(profile, _access(kubeconfig, context), verbose=verbose, echo=typer.echo))
+        _check_output(output)
+        plans = []
+        _run(verbose, lambda: plans.append(run_diff(profile, _access(kubeconfig, context), verbose=verbose,
+                                                    echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
+        if plans[0].changed:
+            # kubectl diff's convention: 1 means "there are differences". SystemExit, not typer.Exit: it leaves
+            # the process with its code however the app is invoked (main() runs typer without standalone mode).
+            raise SystemExit(1)
 
     @app.command()
     def status(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
                kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
                context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+               output: str = _output_option(),
+               timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
                verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
-        """Objects, pods, and `sinfo` from the controller."""
-        from slurmk8s.actions.status import run_status
-        _run(verbose, lambda: run_status(profile, _access(kubeconfig, context), verbose=verbose, echo=typer.echo))
+        """Objects, pods, and `sinfo` from the controller. Exit 1 when the cluster is missing or not healthy."""
+        from slurmk8s.actions.status import health_line, run_status
+        _check_output(output)
+        found = []
+        _run(verbose, lambda: found.append(run_status(profile, _access(kubeconfig, context), verbose=verbose,
+                                                      echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
+        if found[0].problems:
+            from slurmk8s.actions.files import read_profile
+            from slurmk8s.errors import ClusterError
+            raise ClusterError(health_line(found[0], read_profile(profile).name))  # printed as one line, exit 1
 
     @app.command()
     def down(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -92,7 +155,7 @@ def register(app: typer.Typer) -> None:
              yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before --delete-data."),
              dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted (server-side dry run)."),
              wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the pods are gone."),
-             timeout: float = typer.Option(300, "--timeout", help="Seconds to wait for pods to terminate."),
+             timeout: float = _timeout_option(300, "How long to wait for pods to terminate; it also bounds each API request (at most 60 s)."),
              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Remove the cluster's workloads; PVCs and Secrets stay unless --delete-data."""
         from slurmk8s.actions.down import run_down

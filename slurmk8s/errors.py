@@ -43,6 +43,12 @@ class UsageError(SlurmK8sError):
     exit_code = 2
 
 
+class OutputError(SlurmK8sError):
+    """Writing output failed for a reason outside the command line: permissions, a full disk, a closed stream."""
+
+    exit_code = 1
+
+
 class ClusterError(SlurmK8sError):
     """A failure talking to a Kubernetes cluster, wrapped once at the kube boundary."""
 

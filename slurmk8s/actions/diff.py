@@ -51,20 +51,49 @@ def format_plan_diff(plan) -> str:
     return "".join(parts)
 
 
+def plan_document(plan, bundle, kube) -> dict[str, Any]:
+    """`diff -o json|yaml`: what would change, object by object (live and applied), Secrets by name only."""
+    from slurmk8s.kube.apply import ACTIONS, KEPT, UNCHANGED
+    changes = []
+    for c in plan.changes:
+        if c.action in (UNCHANGED, KEPT):
+            continue
+        entry: dict[str, Any] = {"ref": c.ref, "kind": c.ref.split("/", 1)[0], "name": c.ref.split("/", 1)[1],
+                                 "action": c.action, "stage": c.stage}
+        if not c.ref.startswith("Secret/"):
+            entry.update(live=c.before, applied=c.after)
+        changes.append(entry)
+    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
+            "changed": plan.changed, "counts": {a: plan.count(a) for a in ACTIONS}, "changes": changes}
+
+
 def run_diff(profile_path: str, access, verbose: bool = False, echo: Callable[[str], None] = print,
-             workers: int = 8):
-    """Print what `up` would change; returns the dry-run Plan."""
+             workers: int = 8, timeout: float = 60, output: str = "text",
+             note: Callable[[str], None] | None = None):
+    """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
     from slurmk8s.actions.render import render_file
     from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.actions.up import summary_line
+    from slurmk8s.actions.up import header, summary_line
     from slurmk8s.kube.apply import apply_bundle
-    from slurmk8s.kube.client import connect
+    from slurmk8s.kube.client import connect, request_budget
 
     bundle = render_file(profile_path)
-    kube = connect(access, verbose=verbose)
+    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
+    (echo if output == "text" else note or echo)(header(bundle, kube))
     plan = apply_bundle(kube, bundle, secret_factory(bundle), dry_run=True, workers=workers)
+    if output != "text":
+        echo(format_document(plan_document(plan, bundle, kube), output).rstrip("\n"))
+        return plan
     text = format_plan_diff(plan)
     if text:
         echo(text.rstrip("\n"))
     echo(("would change: " if plan.changed else "") + summary_line(plan, len(bundle.secrets)))
     return plan
+
+
+def format_document(document: dict[str, Any], output: str) -> str:
+    """A machine-readable document as JSON or YAML (keys in the order built)."""
+    if output == "json":
+        import json
+        return json.dumps(document, indent=2) + "\n"
+    return yaml.dump(document, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=1000)

@@ -27,14 +27,16 @@ def run_down(profile_path: str, access, *, delete_data: bool = False, yes: bool 
              interactive: bool | None = None):
     """Delete the profile's cluster from Kubernetes; returns the Plan of deletions."""
     from slurmk8s.actions.render import render_file
-    from slurmk8s.kube.client import connect
+    from slurmk8s.actions.up import header
+    from slurmk8s.kube.client import connect, request_budget
     from slurmk8s.kube.teardown import DELETED, WOULD_DELETE, tear_down
 
     bundle = render_file(profile_path)
     if delete_data and not dry_run:
         confirm_data_deletion(bundle.cluster, bundle.namespace, yes, ask,
                               sys.stdin.isatty() if interactive is None else interactive)
-    kube = connect(access, verbose=verbose)
+    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
+    echo(f"{'dry run: ' if dry_run else ''}{header(bundle, kube)}")
     plan, kept = tear_down(kube, bundle, delete_data=delete_data, wait_timeout=timeout if wait else None,
                            dry_run=dry_run, progress=echo)
     deleted = plan.count(WOULD_DELETE if dry_run else DELETED)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
-from slurmk8s.errors import UsageError
+from slurmk8s.errors import OutputError, UsageError
 
 STARTER = """\
 # A slurmk8s cluster profile. Check it with `slurmk8s validate`, look at what it makes
@@ -52,10 +54,41 @@ spec:
 """
 
 
-def write_starter(path: str, force: bool = False) -> Path:
-    """Write the starter profile; refuse to overwrite unless forced."""
+def write_starter(path: str, force: bool = False) -> Path | None:
+    """Write the starter profile (to stdout for '-'); refuse to overwrite unless forced."""
+    if path == "-":
+        from slurmk8s.actions.render import write_stdout
+        write_stdout(STARTER, "the starter profile")
+        return None
     p = Path(path)
-    if p.exists() and not force:
+    if os.path.lexists(p) and not force:  # a dangling symlink counts: writing would create its target
         raise UsageError(f"{p}: already exists (use --force to overwrite)")
-    p.write_text(STARTER)
+    if p.is_dir():
+        raise UsageError(f"{p}: is a directory; give the profile's file name, e.g. {p / 'profile.yaml'}")
+    if not p.parent.is_dir():
+        raise UsageError(f"{p}: directory {p.parent} does not exist (create it first)")
+    try:
+        # A new file next to the target, then one rename: an existing symlink is replaced, never followed.
+        fd, temp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(STARTER)
+            os.chmod(temp, 0o666 & ~_umask())
+            if force:
+                os.replace(temp, p)
+            else:
+                os.link(temp, p)  # fails if someone created p meanwhile
+        finally:
+            if os.path.lexists(temp):
+                os.unlink(temp)
+    except FileExistsError:
+        raise UsageError(f"{p}: already exists (use --force to overwrite)") from None
+    except OSError as e:
+        raise OutputError(f"{p}: cannot write the starter profile: {e.strerror or e}") from None
     return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 import sys
 from pathlib import Path
 
 from slurmk8s.actions.files import read_profile
-from slurmk8s.errors import UsageError
+from slurmk8s.errors import OutputError, UsageError
 from slurmk8s.output.plain import plain_tree, write_tree
 from slurmk8s.output.yamlout import dump_all
 from slurmk8s.render import Bundle, render
@@ -42,6 +43,21 @@ def build_tree(bundle: Bundle, fmt: str, repo_url: str | None = None, revision: 
     raise UsageError(f"--format {fmt!r}: unknown format; available: {', '.join(FORMATS)}")
 
 
+def write_stdout(text: str, what: str) -> None:
+    """Write text to standard output, or fail with one line (closed stdout, full disk, closed pipe)."""
+    if sys.stdout is None:
+        raise OutputError(f"cannot write {what}: standard output is closed")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        # Point stdout at /dev/null, or Python's own flush at exit fails again with a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise OutputError(f"cannot write {what} to standard output: {e.strerror or e}") from None
+
+
 def render_to(profile_path: str, out: str, fmt: str = "plain", repo_url: str | None = None,
               revision: str = "HEAD", repo_path: str | None = None) -> list[str]:
     """Render into directory out, or to stdout when out is '-' (plain objects, or with sync waves for argocd)."""
@@ -51,9 +67,9 @@ def render_to(profile_path: str, out: str, fmt: str = "plain", repo_url: str | N
     if out == "-":
         if fmt == "argocd":  # what the Argo CD plugin prints
             from slurmk8s.output.argocd import waved_objects
-            sys.stdout.write(dump_all(waved_objects(bundle)))
+            write_stdout(dump_all(waved_objects(bundle)), "the YAML stream")
         elif fmt == "plain":
-            sys.stdout.write(dump_all(bundle.objects))
+            write_stdout(dump_all(bundle.objects), "the YAML stream")
         else:
             raise UsageError(f"--format {fmt} writes a directory; -o - prints only plain or argocd")
         return []

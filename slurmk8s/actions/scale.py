@@ -130,9 +130,9 @@ def run_scale(profile_path: str, pool: str, replicas: int, lab: bool, timeout_s:
     else:
         from slurmk8s.actions.up import controller_pod
         from slurmk8s.kube import scale as kscale
-        from slurmk8s.kube.client import connect
+        from slurmk8s.kube.client import connect, request_budget
         from slurmk8s.kube.execpod import controller_exec
-        kube = connect(access, verbose=verbose)
+        kube = connect(access, verbose=verbose, timeout=request_budget(timeout_s))
         get = lambda sts: kscale.get_replicas(kube, bundle.namespace, sts)  # noqa: E731
         put = lambda sts, n: kscale.set_replicas(kube, bundle.namespace, sts, n)  # noqa: E731
         slurm = controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))

@@ -21,19 +21,47 @@ def format_status(status) -> str:
     return f"{objects}\n\n{pods}\n\nsinfo:\n{status.sinfo}\n"
 
 
+def status_document(status, bundle, kube) -> dict:
+    """`status -o json|yaml`: the same three sections, plus whether the cluster is healthy and why not."""
+    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
+            "healthy": not status.problems, "problems": list(status.problems),
+            "objects": [{"ref": o.ref, "kind": o.ref.split("/", 1)[0], "name": o.ref.split("/", 1)[1], "state": o.state}
+                        for o in status.objects],
+            "pods": [{"name": p.name, "ready": p.ready, "state": p.state, "restarts": p.restarts, "node": p.node}
+                     for p in status.pods],
+            "sinfo": status.sinfo}
+
+
+def health_line(status, cluster: str) -> str:
+    """One line saying why the cluster is not healthy ('' when it is): what `status` exits 1 for."""
+    if not status.problems:
+        return ""
+    missing = [o for o in status.objects if o.state == "missing"]
+    if missing and len(missing) == len(status.objects):
+        return f"cluster {cluster} does not exist: all {len(missing)} objects are missing"
+    shown = "; ".join(status.problems[:5]) + (f"; and {len(status.problems) - 5} more" if len(status.problems) > 5 else "")
+    return f"cluster {cluster} is not healthy: {shown}"
+
+
 def run_status(profile_path: str, access, verbose: bool = False, echo: Callable[[str], None] = print,
-               exec_in_controller: Callable[[list[str]], str] | None = None):
-    """Print the state of the profile's cluster; returns the ClusterStatus."""
+               exec_in_controller: Callable[[list[str]], str] | None = None, timeout: float = 60,
+               output: str = "text", note: Callable[[str], None] | None = None):
+    """Print the state of the profile's cluster (tables, or one JSON/YAML document); returns the ClusterStatus."""
+    from slurmk8s.actions.diff import format_document
     from slurmk8s.actions.render import render_file
-    from slurmk8s.actions.up import controller_pod
-    from slurmk8s.kube.client import connect
+    from slurmk8s.actions.up import controller_pod, header
+    from slurmk8s.kube.client import connect, request_budget
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.inspect import cluster_status
 
     bundle = render_file(profile_path)
-    kube = connect(access, verbose=verbose)
+    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
     pod = controller_pod(bundle.cluster)
     status = cluster_status(kube, bundle, exec_in_controller or controller_exec(kube, bundle.namespace, pod), pod)
-    echo(f"cluster {bundle.cluster} in namespace {bundle.namespace} ({kube.source})\n")
+    if output != "text":
+        (note or echo)(header(bundle, kube))
+        echo(format_document(status_document(status, bundle, kube), output).rstrip("\n"))
+        return status
+    echo(header(bundle, kube) + "\n")
     echo(format_status(status).rstrip("\n"))
     return status

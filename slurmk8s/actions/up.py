@@ -27,6 +27,11 @@ def controller_pod(cluster: str) -> str:
     return naming.pod_name(naming.component_name(cluster, naming.CONTROLLER), 0)
 
 
+def header(bundle, kube) -> str:
+    """Which cluster, namespace, kubeconfig context and API server a command acts on."""
+    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({kube.source}, {kube.host})"
+
+
 def summary_line(plan, secrets_total: int) -> str:
     """One line saying what changed; says so plainly when nothing did."""
     from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED
@@ -44,19 +49,21 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
            progress: Callable[[str], None] | None = None,
            exec_in_controller: Callable[[list[str]], str] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
-    from slurmk8s.actions.render import render_file
+    from slurmk8s.actions.files import read_profile
     from slurmk8s.actions.secrets import secret_factory
     from slurmk8s.kube.apply import UNCHANGED, KEPT, apply_bundle
-    from slurmk8s.kube.client import connect
+    from slurmk8s.kube.client import connect, request_budget
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.wait import wait_until_usable
+    from slurmk8s.render import render
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    bundle = render_file(profile_path)
-    kube = connect(access, verbose=options.verbose, pool_size=max(options.workers, 4) * 2)
+    profile = read_profile(profile_path)  # once: the profile may come from stdin
+    bundle = render(profile)
+    kube = connect(access, verbose=options.verbose, pool_size=max(options.workers, 4) * 2,
+                   timeout=request_budget(options.timeout))
     verb = "would be" if options.dry_run else ""
-    echo(f"{'dry run: ' if options.dry_run else ''}cluster {bundle.cluster} in namespace {bundle.namespace} "
-         f"({kube.source}, {kube.host})")
+    echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, kube)}")
     quiet = (UNCHANGED, KEPT)
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune)
@@ -69,8 +76,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
     from slurmk8s.actions.accounts import apply_accounts, run_from_exec
-    from slurmk8s.actions.files import read_profile
-    applied = apply_accounts(read_profile(profile_path), run_from_exec(run_exec), log=echo)
+    applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
     if applied:
         echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
     echo(f"cluster {bundle.cluster} is ready")

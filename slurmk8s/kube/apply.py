@@ -9,9 +9,9 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj
-from slurmk8s.kube.ownership import FIELD_MANAGER, key_of, managed_by_us, owned_selector
-from slurmk8s.kube.resources import PRUNABLE, Resolver, builtin
+from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj, dig
+from slurmk8s.kube.ownership import FIELD_MANAGER, foreign_selector, key_of, managed_by_us, owned_selector, owner_of
+from slurmk8s.kube.resources import PRUNABLE, Resolver, Resource, builtin
 from slurmk8s.kube.stages import STAGE_NAMES, group_by_stage, object_ref
 from slurmk8s.render import Bundle, RequiredSecret
 
@@ -19,6 +19,7 @@ from slurmk8s.render import Bundle, RequiredSecret
 VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
 
 CREATED, CONFIGURED, UNCHANGED, PRUNED, KEPT = "created", "configured", "unchanged", "pruned", "kept"
+ACTIONS = (CREATED, CONFIGURED, UNCHANGED, PRUNED, KEPT)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Applier:
         stages.insert(secrets_at, ("secrets", list(self.bundle.secrets), lambda s: self.ensure_secret(s, make_secret)))
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply") as pool:
             owned = self._owned_objects(pool)
+            refuse_foreign(self.kube, self.bundle, self.resolver, pool)
             changes: list[Change] = []
             for stage, items, action in stages:
                 changes += self.run_stage(pool, stage, items, action)
@@ -120,7 +122,7 @@ class Applier:
             """Objects of one kind carrying our labels."""
             listing = self.kube.request("GET", resource.collection(ns), what=f"list {resource.plural} in {ns}",
                                         query=[("labelSelector", selector)])
-            items = listing.body.get("items") or []
+            items = listing.items()
             for item in items:  # list items come without kind and apiVersion
                 item.setdefault("kind", resource.kind)
                 item.setdefault("apiVersion", resource.api_version)
@@ -153,7 +155,8 @@ class Applier:
         if live.status != 200:
             return obj
         kept = copy.deepcopy(obj)
-        kept["spec"]["replicas"] = live.body.get("spec", {}).get("replicas", obj["spec"]["replicas"])
+        replicas = dig(live.body, "spec", "replicas")
+        kept["spec"]["replicas"] = replicas if isinstance(replicas, int) else obj["spec"]["replicas"]
         return kept
 
     def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
@@ -227,6 +230,57 @@ class Applier:
         self.kube.request("DELETE", resource.item(self.bundle.namespace, obj["metadata"]["name"]),
                           what=f"prune {ref}", query=[("propagationPolicy", "Background")], tolerate=(404,))
         return Change(ref, PRUNED, "prune")
+
+
+def foreign_objects(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolExecutor,
+                    skip_unserved: bool = False) -> list[Obj]:
+    """Objects named like one of the bundle's but labelled for another slurmk8s cluster in the namespace.
+
+    Object names are <cluster>-<suffix>, so two clusters can alias (cluster team with pool gpu-cpu,
+    cluster team-gpu with pool cpu): one field manager, no SSA conflict, and `up` of one would take
+    the other's object over (and `down` would then delete it). The Namespace is shared by design.
+    skip_unserved: a kind the cluster does not serve (a CRD gone) has no objects to worry about.
+    """
+    wanted: dict[Resource, set[str]] = {}
+    for obj in bundle.objects:
+        if obj["kind"] == "Namespace":
+            continue
+        try:
+            resource = resolver.of(obj)
+        except ClusterError:
+            if skip_unserved:
+                continue
+            raise
+        wanted.setdefault(resource, set()).add(obj["metadata"]["name"])
+    if bundle.secrets:
+        wanted.setdefault(builtin("v1", "Secret"), set()).update(s.name for s in bundle.secrets)
+    ns, selector = bundle.namespace, foreign_selector(bundle.cluster)
+
+    def list_kind(item: tuple[Resource, set[str]]) -> list[Obj]:
+        resource, names = item
+        listing = kube.request("GET", resource.collection(ns), what=f"list {resource.plural} in {ns}",
+                               query=[("labelSelector", selector)])
+        found = [o for o in listing.items() if o["metadata"]["name"] in names]
+        for o in found:
+            o.setdefault("kind", resource.kind)
+        return found
+
+    return sorted((o for found in pool.map(list_kind, sorted(wanted.items(), key=lambda i: i[0].kind)) for o in found),
+                  key=key_of)
+
+
+def refuse_foreign(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolExecutor) -> None:
+    """ClusterError before any write when an object of the bundle belongs to another cluster."""
+    found = foreign_objects(kube, bundle, resolver, pool)
+    if not found:
+        return
+    first = found[0]
+    owner = owner_of(first)
+    more = f" (and {len(found) - 1} more: {', '.join(object_ref(o) for o in found[1:4])}{', ...' if len(found) > 4 else ''})" \
+        if len(found) > 1 else ""
+    raise ClusterError(f"{object_ref(first)} in namespace {bundle.namespace} belongs to cluster "
+                       f"{owner or '(no instance label)'}, not {bundle.cluster}{more}; applying would take it over: "
+                       "rename the pool (or the cluster), or put the clusters in different namespaces")
 
 
 def apply_bundle(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,

@@ -2,21 +2,25 @@
 
 Every call to the API server goes through `Kube.request`: it turns unreachable servers,
 401, 403 and conflicts into one-line `ClusterError`s naming what we were doing, and keeps
-the response body for `--verbose`.
+the response body for `--verbose`. It bounds each request by the command's --timeout, and
+retries what the API server says is temporary (429, 502-504), waiting as Retry-After asks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
@@ -26,8 +30,13 @@ from slurmk8s.errors import ClusterError
 Obj = dict[str, Any]
 
 APPLY_PATCH = "application/apply-patch+yaml"
-# Connect fast-fails an unreachable server; reads may be slow on a loaded control plane.
-REQUEST_TIMEOUT = (10, 60)
+# One attempt: connect fast-fails an unreachable server; a read may be slow on a loaded control
+# plane, but no single answer takes half a minute. Both shrink to what --timeout leaves.
+CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 30.0
+DEFAULT_TIMEOUT = 60.0  # a request and its retries, when the command has no --timeout
+# Statuses that say "try again": too many requests, and a gateway or server that is briefly away.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 8.0
 
 
 class KubeApiError(ClusterError):
@@ -53,6 +62,28 @@ class Response:
 
     status: int
     body: Obj
+    what: str = ""
+
+    def items(self) -> list[Obj]:
+        """The objects of a list reply; a reply that is not one is a ClusterError, not a KeyError later."""
+        items = self.body.get("items")
+        if items is None:
+            return []
+        if not isinstance(items, list) or not all(
+                isinstance(i, dict) and isinstance(i.get("metadata"), dict) and isinstance(i["metadata"].get("name"), str)
+                for i in items):
+            raise KubeApiError(f"{self.what}: malformed reply from the Kubernetes API: expected a list of objects "
+                               "with metadata.name", self.status, json.dumps(self.body)[:2000])
+        return items
+
+
+def dig(obj: Any, *path: str, default: Any = None) -> Any:
+    """obj[path[0]][path[1]]..., or default where a level is missing or not a mapping (replies are untrusted)."""
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return default
+        obj = obj[key]
+    return obj
 
 
 @dataclass(frozen=True)
@@ -65,18 +96,75 @@ class RecordedCall:
     seconds: float
 
 
+def kubeconfig_files(access: Access) -> list[str]:
+    """The kubeconfig files kubectl would read, in its order: --kubeconfig, else $KUBECONFIG, else ~/.kube/config."""
+    if access.kubeconfig:
+        return [access.kubeconfig]
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
+    default_file = Path(os.path.expanduser("~/.kube/config"))
+    return [str(default_file)] if default_file.exists() else []
+
+
+def read_kubeconfig(path: str) -> Obj:
+    """One kubeconfig file as a mapping; anything else is a one-line ClusterError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            data = yaml.safe_load(f.read().decode("utf-8"))
+    except IsADirectoryError:
+        raise ClusterError(f"kubeconfig {path}: is a directory, not a kubeconfig file") from None
+    except UnicodeDecodeError:
+        raise ClusterError(f"kubeconfig {path}: not a kubeconfig (not UTF-8 text)") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ClusterError(f"kubeconfig {path}: not YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    except OSError as e:
+        raise ClusterError(f"kubeconfig {path}: cannot read: {e.strerror}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else type(data).__name__
+        raise ClusterError(f"kubeconfig {path}: not a kubeconfig (expected a mapping, found {kind})")
+    return data
+
+
+def current_context(files: list[str]) -> str | None:
+    """kubectl's rule: the first file that sets current-context wins (the Python client takes the last).
+
+    Every file is read, so a broken one is reported by name even when an earlier one decides.
+    """
+    found = None
+    for path in files:
+        if not os.path.exists(path):
+            continue  # kubectl skips missing files in $KUBECONFIG
+        context = read_kubeconfig(path).get("current-context")
+        if context and found is None:
+            found = str(context)
+    return found
+
+
 def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
     """Client configuration following kubectl: --kubeconfig, then KUBECONFIG, ~/.kube/config, in-cluster."""
     cfg = k8s_client.Configuration()
-    default_file = Path(os.path.expanduser("~/.kube/config"))
+    files = kubeconfig_files(access)
     try:
-        if access.kubeconfig or os.environ.get("KUBECONFIG") or default_file.exists():
-            # Read KUBECONFIG now, not at import; the client merges a colon-separated list like kubectl.
-            source = access.kubeconfig or os.environ.get("KUBECONFIG") or str(default_file)
-            k8s_config.load_kube_config(config_file=source, context=access.context,
-                                        client_configuration=cfg, persist_config=False)
-            where = f"context {access.context}" if access.context else "the current context"
-            return cfg, f"{where} of {source}"
+        if files:
+            if access.kubeconfig and not os.path.exists(access.kubeconfig):
+                raise ClusterError(f"kubeconfig {access.kubeconfig}: no such file")
+            context = current_context(files)
+            context = access.context or context
+            source = access.kubeconfig or os.pathsep.join(files)
+            try:
+                k8s_config.load_kube_config(config_file=source, context=context,
+                                            client_configuration=cfg, persist_config=False)
+            except (ConfigException, ClusterError, FileNotFoundError):
+                raise
+            except Exception as e:  # a kubeconfig whose entries have the wrong shape (a list for a map, ...)
+                raise ClusterError(f"cannot load Kubernetes credentials from {source}: malformed kubeconfig "
+                                   f"({type(e).__name__}: {_one_line(str(e))})") from e
+            return cfg, f"context {context or '(none)'} of {source}"
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             if access.context:
                 raise ClusterError(f"--context {access.context}: no kubeconfig found, and in-cluster access has no contexts")
@@ -90,41 +178,103 @@ def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
                        "or in-cluster service account")
 
 
-def connect(access: Access, verbose: bool = False, pool_size: int = 16) -> Kube:
-    """A Kube for the cluster that access names (no request is made yet)."""
+def request_budget(timeout: float) -> float:
+    """How long one request (with its retries) may take under a command's --timeout."""
+    return min(timeout, DEFAULT_TIMEOUT)
+
+
+def connect(access: Access, verbose: bool = False, pool_size: int = 16, timeout: float = DEFAULT_TIMEOUT) -> Kube:
+    """A Kube for the cluster that access names (no request is made yet); timeout bounds each request."""
     cfg, source = load_configuration(access)
     cfg.connection_pool_maxsize = pool_size
     # urllib3 retries: one retry on connect so an unreachable server fails in seconds, not minutes.
+    # Status retries are Kube.request's own (it honours Retry-After within the timeout).
     cfg.retries = urllib3.Retry(total=2, connect=1, read=0, status=0, backoff_factor=0.2, raise_on_status=False)
-    return Kube(k8s_client.ApiClient(cfg), source, verbose=verbose)
+    return Kube(k8s_client.ApiClient(cfg), source, verbose=verbose, timeout=timeout)
 
 
 class Kube:
     """A thread-safe handle on one API server; every request goes through `request`."""
 
     def __init__(self, api_client: k8s_client.ApiClient, source: str = "", verbose: bool = False,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 sleep: Callable[[float], None] = time.sleep):
         self.api = api_client
         self.host = api_client.configuration.host
         self.source = source
         self.verbose = verbose
+        self.timeout = timeout
+        self._sleep = sleep
         self._log = log or (lambda line: print(line, file=sys.stderr))
         self._lock = threading.Lock()
+        self._local = threading.local()
         self.calls: list[RecordedCall] = []
+
+    @contextmanager
+    def deadline(self, when: float) -> Iterator[None]:
+        """Requests made by this thread inside the block end (with their retries) by time.monotonic() == when."""
+        outer = getattr(self._local, "deadline", None)
+        self._local.deadline = when if outer is None else min(outer, when)
+        try:
+            yield
+        finally:
+            self._local.deadline = outer
 
     def request(self, method: str, path: str, *, what: str, query: Iterable[tuple[str, str]] = (),
                 body: Obj | None = None, content_type: str = "application/json",
                 tolerate: Iterable[int] = ()) -> Response:
-        """Send one request; statuses in `tolerate` come back as a Response, others raise KubeApiError."""
+        """Send one request; statuses in `tolerate` come back as a Response, others raise KubeApiError.
+
+        A 429 or 502-504 is retried with backoff (Retry-After when the server gives one) while the
+        request's budget lasts: --timeout, or what is left of an enclosing deadline().
+        """
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        query = list(query)
+        tolerate = tuple(tolerate)
+        started = time.monotonic()
+        end = started + self.timeout
+        outer = getattr(self._local, "deadline", None)
+        if outer is not None:
+            end = min(end, outer)
+        attempt = 0
+        while True:
+            attempt += 1
+            status, data, retry_after = self._send(method, path, what, query, headers, body, end)
+            parsed = _parse(data)
+            if 200 <= status < 300 and data and not _is_object(data):
+                text = data.decode(errors="replace")
+                raise KubeApiError(f"{what}: malformed reply from the Kubernetes API: expected a JSON object, got "
+                                   f"{_one_line(text[:80])!r}", status, text)
+            if 200 <= status < 300 or status in tolerate:
+                return Response(status, parsed, what)
+            error = _api_error(what, status, parsed, data, self)
+            if status not in RETRY_STATUSES and not (status == 500 and retry_after is not None):
+                raise error
+            pause = retry_after if retry_after is not None else \
+                min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+            left = end - time.monotonic()
+            if pause > left:
+                asked = f"; the server asked to retry after {retry_after:g} s" if retry_after is not None else ""
+                raise KubeApiError(f"{error} (gave up after {attempt} attempt(s) in {time.monotonic() - started:.0f} s"
+                                   f"{asked}, beyond --timeout)", status, error.detail) from error
+            if self.verbose:
+                self._log(f"  {method} {path}: HTTP {status}, retrying in {pause:.1f} s")
+            self._sleep(pause)
+
+    def _send(self, method: str, path: str, what: str, query: list, headers: dict, body: Obj | None,
+              end: float) -> tuple[int, bytes, float | None]:
+        """One attempt: (status, body bytes, Retry-After seconds or None)."""
+        left = end - time.monotonic()
+        if left <= 0:
+            raise KubeApiError(f"{what}: timed out: no answer from the Kubernetes API at {self.host} within --timeout")
         method_, url, headers, _, _ = self.api.param_serialize(
-            method, path, query_params=list(query), header_params=headers, auth_settings=["BearerToken"])
+            method, path, query_params=query, header_params=dict(headers), auth_settings=["BearerToken"])
         started = time.monotonic()
         try:
             raw = self.api.call_api(method_, url, header_params=headers, body=body,
-                                    _request_timeout=REQUEST_TIMEOUT)
+                                    _request_timeout=(min(CONNECT_TIMEOUT, left), min(READ_TIMEOUT, left)))
             data = raw.read()
         except k8s_client.ApiException as e:
             # The client reports TLS failures this way (status 0).
@@ -139,10 +289,7 @@ class Kube:
             self.calls.append(RecordedCall(method, path, status, elapsed))
         if self.verbose:
             self._log(f"  {method} {path} -> {status} ({elapsed * 1000:.0f} ms)")
-        parsed = _parse(data)
-        if 200 <= status < 300 or status in tolerate:
-            return Response(status, parsed)
-        raise _api_error(what, status, parsed, data, self)
+        return status, data, _retry_after(raw, data)
 
 
 def _parse(data: bytes) -> Obj:
@@ -152,11 +299,34 @@ def _parse(data: bytes) -> Obj:
         parsed = json.loads(data)
     except ValueError:
         return {"message": data.decode(errors="replace")[:500]}
-    return parsed if isinstance(parsed, dict) else {"items": parsed}
+    return parsed if isinstance(parsed, dict) else {"message": f"unexpected reply: {json.dumps(parsed)[:200]}"}
+
+
+def _is_object(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+def _retry_after(raw: Any, data: bytes) -> float | None:
+    """Seconds the server asks us to wait: the Retry-After header, else a Status's details.retryAfterSeconds."""
+    headers = getattr(raw, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if value is None and data:
+        try:
+            value = dig(json.loads(data), "details", "retryAfterSeconds")
+        except ValueError:
+            value = None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if 0 <= seconds < 24 * 3600 else None
 
 
 def _api_error(what: str, status: int, body: Obj, raw: bytes, kube: Kube) -> KubeApiError:
-    message = _one_line(body.get("message") or "")
+    message = _one_line(str(body.get("message") or ""))
     detail = f"HTTP {status} from {kube.host} ({kube.source})\n{raw.decode(errors='replace')}"
     if status == 401:
         text = (f"{what}: the Kubernetes API at {kube.host} rejected our credentials (401 Unauthorized); "
@@ -168,14 +338,16 @@ def _api_error(what: str, status: int, body: Obj, raw: bytes, kube: Kube) -> Kub
     elif status == 404:
         text = f"{what}: not found: {message}"
     else:
-        text = f"{what}: HTTP {status} {body.get('reason', '')}: {message}".rstrip(": ")
+        reason = body.get("reason") if isinstance(body.get("reason"), str) else ""
+        text = f"{what}: HTTP {status} {reason}: {message}".rstrip(": ")
     return KubeApiError(text, status, detail)
 
 
 def _conflict_fields(body: Obj) -> str:
-    """'conflict with "kubectl-edit": .spec.replicas' from a server-side apply 409."""
-    causes = (body.get("details") or {}).get("causes") or []
-    parts = [f"{c.get('message', '')}: {c.get('field', '')}".strip(": ") for c in causes]
+    """'conflict with "kubectl-edit": .spec.replicas' from a server-side apply 409 (malformed parts skipped)."""
+    causes = dig(body, "details", "causes", default=[])
+    parts = [f"{c.get('message', '')}: {c.get('field', '')}".strip(": ")
+             for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
     return "; ".join(p for p in parts if p)
 
 

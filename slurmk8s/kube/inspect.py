@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import Kube, Obj
+from slurmk8s.kube.client import Kube, Obj, dig
 from slurmk8s.kube.ownership import key_of, owned_selector
 from slurmk8s.kube.resources import Resolver, builtin
 from slurmk8s.kube.stages import object_ref
@@ -36,11 +36,12 @@ class PodRow:
 
 @dataclass(frozen=True)
 class ClusterStatus:
-    """Everything `status` prints."""
+    """Everything `status` prints; problems (missing objects, workloads not ready) make it exit 1."""
 
     objects: tuple[ObjectRow, ...]
     pods: tuple[PodRow, ...]
     sinfo: str
+    problems: tuple[str, ...] = ()
 
 
 def cluster_status(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[list[str]], str] | None,
@@ -54,17 +55,22 @@ def cluster_status(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[lis
     for kind, resource in seen_kinds.items():
         listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
                                query=[("labelSelector", owned_selector(bundle.cluster))])
-        for item in listing.body.get("items") or []:
+        for item in listing.items():
             item.setdefault("kind", kind)
             live[key_of(item)] = item
-    rows = []
+    rows, problems = [], []
     for obj in bundle.objects:
         item = live.get(key_of(obj))
-        rows.append(ObjectRow(object_ref(obj), _object_state(obj, item)))
+        state = _object_state(obj, item)
+        rows.append(ObjectRow(object_ref(obj), state))
+        if state == "missing" or (obj["kind"] in WORKLOAD_KINDS and not _workload_done(obj, item)):
+            problems.append(f"{object_ref(obj)} {state}")
     for required in bundle.secrets:
         found = kube.request("GET", builtin("v1", "Secret").item(bundle.namespace, required.name),
                              what=f"read Secret/{required.name}", tolerate=(404,))
         rows.append(ObjectRow(f"Secret/{required.name}", "present" if found.status == 200 else "missing"))
+        if found.status != 200:
+            problems.append(f"Secret/{required.name} missing")
     pods = list_pods(kube, bundle)
     pod_rows = tuple(_pod_row(p) for p in pods)
     controller = next((p for p in pods if p["metadata"]["name"] == controller_pod), None)
@@ -77,14 +83,26 @@ def cluster_status(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[lis
             sinfo = exec_in_controller(["sinfo"]).rstrip("\n")
         except ClusterError as e:
             sinfo = f"unavailable: {e}"
-    return ClusterStatus(tuple(rows), pod_rows, sinfo)
+    return ClusterStatus(tuple(rows), pod_rows, sinfo, tuple(problems))
+
+
+def _desired(obj: Obj, item: Obj) -> int:
+    """Replicas the workload should have now: the live spec (Slurm resizes elastic pools), else the profile's."""
+    live = dig(item, "spec", "replicas")
+    return live if isinstance(live, int) else int(obj["spec"].get("replicas", 1))
+
+
+def _workload_done(obj: Obj, item: Obj | None) -> bool:
+    if item is None:
+        return False
+    return status_of_workload(obj["kind"], obj["metadata"]["name"], "", _desired(obj, item), item).done
 
 
 def _object_state(obj: Obj, item: Obj | None) -> str:
     if item is None:
         return "missing"
     if obj["kind"] in WORKLOAD_KINDS:
-        s = status_of_workload(obj["kind"], obj["metadata"]["name"], "", int(obj["spec"].get("replicas", 1)), item)
+        s = status_of_workload(obj["kind"], obj["metadata"]["name"], "", _desired(obj, item), item)
         return f"{s.ready}/{s.desired} ready" + ("" if s.rolled_out else ", rolling out")
     return "present"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurmk8s.kube.client import Kube
+from slurmk8s.kube.client import Kube, dig
 
 
 def list_node_labels(kube: Kube) -> list[tuple[str, dict[str, str]]]:
@@ -11,8 +11,8 @@ def list_node_labels(kube: Kube) -> list[tuple[str, dict[str, str]]]:
     token = ""
     while True:
         query = [("limit", "500")] + ([("continue", token)] if token else [])
-        page = kube.request("GET", "/api/v1/nodes", what="list nodes", query=query).body
-        nodes += [(n["metadata"]["name"], dict(n["metadata"].get("labels") or {})) for n in page.get("items") or []]
-        token = (page.get("metadata") or {}).get("continue") or ""
+        page = kube.request("GET", "/api/v1/nodes", what="list nodes", query=query)
+        nodes += [(n["metadata"]["name"], dict(n["metadata"].get("labels") or {})) for n in page.items()]
+        token = dig(page.body, "metadata", "continue") or ""
         if not token:
             return sorted(nodes)

@@ -14,6 +14,16 @@ def owned_selector(cluster: str) -> str:
     return f"{naming.LABEL_INSTANCE}={cluster},{naming.LABEL_MANAGED_BY}={naming.MANAGER}"
 
 
+def foreign_selector(cluster: str) -> str:
+    """labelSelector matching objects slurmk8s applied for any other cluster (another instance label)."""
+    return f"{naming.LABEL_MANAGED_BY}={naming.MANAGER},{naming.LABEL_INSTANCE}!={cluster}"
+
+
+def owner_of(obj: dict[str, Any]) -> str:
+    """The cluster an object is labelled for ('' when it carries no instance label)."""
+    return str((obj.get("metadata", {}).get("labels") or {}).get(naming.LABEL_INSTANCE, ""))
+
+
 def has_our_labels(obj: dict[str, Any], cluster: str) -> bool:
     """True when obj carries the instance and managed-by labels of this cluster."""
     labels = obj.get("metadata", {}).get("labels") or {}

@@ -89,7 +89,8 @@ class Resolver:
     def _discover(self, api_version: str, kind: str) -> Resource:
         path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         listing = self.kube.request("GET", path, what=f"discover {api_version} {kind}", tolerate=(404,))
-        for r in listing.body.get("resources", []) if listing.status == 200 else []:
-            if r.get("kind") == kind and "/" not in r.get("name", ""):
+        resources = listing.body.get("resources") if listing.status == 200 else []
+        for r in resources if isinstance(resources, list) else []:
+            if isinstance(r, dict) and r.get("kind") == kind and isinstance(r.get("name"), str) and "/" not in r["name"]:
                 return Resource(api_version, kind, r["name"], bool(r.get("namespaced")))
         raise ClusterError(f"the cluster does not serve {kind} ({api_version}); is its CustomResourceDefinition installed?")

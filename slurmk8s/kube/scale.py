@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slurmk8s.kube.client import Kube
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import Kube, dig
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -14,7 +15,11 @@ def scale_path(namespace: str, statefulset: str) -> str:
 def get_replicas(kube: Kube, namespace: str, statefulset: str) -> int:
     """spec.replicas of a StatefulSet, through its scale subresource."""
     found = kube.request("GET", scale_path(namespace, statefulset), what=f"read scale of StatefulSet/{statefulset}")
-    return int(found.body.get("spec", {}).get("replicas", 0))
+    replicas = dig(found.body, "spec", "replicas", default=0)
+    if not isinstance(replicas, int):
+        raise ClusterError(f"read scale of StatefulSet/{statefulset}: malformed reply from the Kubernetes API: "
+                           f"spec.replicas is {replicas!r}")
+    return replicas
 
 
 def set_replicas(kube: Kube, namespace: str, statefulset: str, replicas: int) -> None:

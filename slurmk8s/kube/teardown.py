@@ -9,10 +9,10 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.apply import Change, Plan
+from slurmk8s.kube.apply import Change, Plan, foreign_objects
 from slurmk8s.kube.client import Kube, Obj
-from slurmk8s.kube.ownership import key_of, managed_by_us, owned_selector
-from slurmk8s.kube.resources import PRUNABLE, Resource, builtin
+from slurmk8s.kube.ownership import key_of, managed_by_us, owned_selector, owner_of
+from slurmk8s.kube.resources import PRUNABLE, Resolver, Resource, builtin
 from slurmk8s.kube.stages import STAGE_NAMES, object_ref, stage_of
 from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
@@ -44,7 +44,7 @@ class Teardown:
         listing = self.kube.request("GET", resource.collection(self.bundle.namespace),
                                     what=f"list {resource.plural} in {self.bundle.namespace}",
                                     query=[("labelSelector", selector)])
-        items = listing.body.get("items") or []
+        items = listing.items()
         for item in items:
             item.setdefault("kind", resource.kind)
         return items
@@ -88,8 +88,11 @@ class Teardown:
     def _delete_one(self, obj: Obj, dry_run: bool, stage: str) -> Change:
         resource = _resource_of(obj["kind"])
         query = [("propagationPolicy", "Background")] + ([("dryRun", "All")] if dry_run else [])
+        uid = obj["metadata"].get("uid")
+        # The object we listed (and checked is ours), not whatever carries its name by the time we delete.
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         result = self.kube.request("DELETE", resource.item(self.bundle.namespace, obj["metadata"]["name"]),
-                                   what=f"delete {object_ref(obj)}", query=query, tolerate=(404,))
+                                   what=f"delete {object_ref(obj)}", query=query, body=body, tolerate=(404,))
         done = WOULD_DELETE if dry_run else DELETED
         return Change(object_ref(obj), ABSENT if result.status == 404 else done, stage)
 
@@ -126,7 +129,11 @@ def tear_down(kube: Kube, bundle: Bundle, *, delete_data: bool, wait_timeout: fl
     td = Teardown(kube, bundle, workers=workers, progress=progress)
     doomed = td.workloads_and_plumbing()
     ours, theirs = td.data()
-    kept = [f"Namespace/{bundle.namespace}"]
+    with ThreadPoolExecutor(max_workers=td.workers) as pool:
+        # Only objects labelled for this cluster are ever deleted; same-named ones of another are said to stay.
+        foreign = foreign_objects(kube, bundle, Resolver(kube), pool, skip_unserved=True)
+    kept = [f"Namespace/{bundle.namespace}"] + [f"{object_ref(o)} (belongs to cluster {owner_of(o) or '?'})"
+                                                for o in foreign]
     if delete_data:
         doomed += sorted(ours, key=key_of)
         kept += [f"{object_ref(o)} (not created by slurmk8s)" for o in theirs]

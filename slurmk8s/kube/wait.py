@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import Kube, Obj
+from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import WORKLOAD_KINDS, builtin
 from slurmk8s.kube.stages import COMPONENT_ORDER
 from slurmk8s.render import Bundle
 
 SINFO_NODES = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
+# A poll's requests may run this long even when the wait's own deadline has (nearly) passed.
+MIN_REQUEST_BUDGET = 5.0
+T = TypeVar("T")
 # Node states of a slurmd that has registered. Suffixes: '*' not responding, '~' '#' '%' '!' power
 # saving (not running): not usable; '$' '@' '^' '-' (maintenance, reboot, planned) are registered.
 REGISTERED_STATES = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained",
@@ -49,7 +52,7 @@ def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
         resource = builtin("apps/v1", kind)
         listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
                                query=[("labelSelector", owned_selector(bundle.cluster))])
-        for item in listing.body.get("items") or []:
+        for item in listing.items():
             live[(kind, item["metadata"]["name"])] = item
     out = []
     for obj in bundle.objects:
@@ -95,7 +98,7 @@ def list_pods(kube: Kube, bundle: Bundle, component: str | None = None) -> list[
         selector += f",{naming.LABEL_COMPONENT}={component}"
     listing = kube.request("GET", builtin("v1", "Pod").collection(bundle.namespace), what="list pods",
                            query=[("labelSelector", selector)])
-    return sorted(listing.body.get("items") or [], key=lambda p: p["metadata"]["name"])
+    return sorted(listing.items(), key=lambda p: p["metadata"]["name"])
 
 
 def pod_ready(pod: Obj) -> bool:
@@ -136,11 +139,30 @@ class Waiter:
         self.sleep = sleep
         self._last_line = ""
 
+    def _poll(self, deadline: float, read: Callable[[], T]) -> T | None:
+        """read() with its requests bounded by the wait's deadline; None after a temporary API failure.
+
+        A 429, 5xx or dropped connection mid-wait (after Kube.request's own retries) is one more
+        reason to poll again, until the deadline; the last such failure is raised after it.
+        """
+        budget = max(deadline - self.clock(), MIN_REQUEST_BUDGET)
+        try:
+            with self.kube.deadline(time.monotonic() + budget):
+                return read()
+        except KubeApiError as e:
+            if not (e.status in RETRY_STATUSES or e.status == 0 or e.status >= 500) or self.clock() >= deadline:
+                raise
+            self._say(f"api: {e}; polling again")
+            return None
+
     def wait(self) -> list[WorkloadStatus]:
         """Return once usable; raise ClusterError naming what is not ready on timeout."""
         deadline = self.clock() + self.timeout
         while True:
-            statuses = workload_statuses(self.kube, self.bundle)
+            statuses = self._poll(deadline, lambda: workload_statuses(self.kube, self.bundle))
+            if statuses is None:
+                self.sleep(self.interval)
+                continue
             self._say("pods ready: " + summarize(statuses))
             if all(s.done for s in statuses):
                 break
@@ -151,7 +173,10 @@ class Waiter:
             return statuses
         last_problem = ""
         while True:
-            expected = running_slurm_nodes(self.kube, self.bundle)
+            expected = self._poll(deadline, lambda: running_slurm_nodes(self.kube, self.bundle))
+            if expected is None:
+                self.sleep(self.interval)
+                continue
             try:
                 missing = unregistered(expected, parse_sinfo_nodes(self.exec_in_controller(SINFO_NODES)))
                 last_problem = ", ".join(f"{n} ({s})" for n, s in sorted(missing.items()))
@@ -227,7 +252,7 @@ def last_events(kube: Kube, namespace: str, involved: str, limit: int = 3) -> li
     """The newest events about an object: 'Reason: message'."""
     listing = kube.request("GET", builtin("v1", "Event").collection(namespace), what=f"list events of {involved}",
                            query=[("fieldSelector", f"involvedObject.name={involved}")])
-    events = sorted(listing.body.get("items") or [],
+    events = sorted(listing.items(),
                     key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
     return [f"{e.get('reason', '')}: {' '.join(str(e.get('message', '')).split())}" for e in events[-limit:]]
 

@@ -27,8 +27,7 @@ from slurmk8s.render import Bundle
 from slurmk8s.render.k8s.security import WORKLOAD_KINDS
 
 CHART_BASE_VERSION = "0.1.0"
-_SENTINEL = "__helm_value_{}__"
-_SENTINEL_RE = re.compile(r"__helm_value_(\d+)__")
+_SENTINEL_BASE = "__helm_value"
 # Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
 _NODE_COMPONENTS = (naming.WORKER,)
 
@@ -46,19 +45,29 @@ def _pool_of(obj: dict) -> str | None:
 
 
 class _Templater:
-    """Replaces chosen values of objects by sentinels, remembering the template expression of each."""
+    """Replaces chosen values of objects by sentinels, remembering the template expression of each.
 
-    def __init__(self) -> None:
+    The sentinel prefix is chosen so that it occurs nowhere in the rendered objects: a profile
+    value that looks like a sentinel stays text instead of becoming (or breaking) a template.
+    """
+
+    def __init__(self, bundle: Bundle) -> None:
         self.expressions: list[str] = []
+        rendered = "".join(dump(o) for o in bundle.objects)
+        prefix = _SENTINEL_BASE
+        while prefix in rendered:
+            prefix += "_"
+        self.prefix = prefix
+        self.pattern = re.compile(re.escape(prefix) + r"_(\d+)__")
 
     def hole(self, expression: str) -> str:
         self.expressions.append(expression)
-        return _SENTINEL.format(len(self.expressions) - 1)
+        return f"{self.prefix}_{len(self.expressions) - 1}__"
 
     def text(self, obj: dict) -> str:
         # Literal "{{" in rendered content (scripts, config) must reach the output as text.
         raw = dump(obj).replace("{{", '{{ "{{" }}')
-        return _SENTINEL_RE.sub(lambda m: self.expressions[int(m.group(1))], raw)
+        return self.pattern.sub(lambda m: self.expressions[int(m.group(1))], raw)
 
 
 def _value(*path: str) -> str:
@@ -150,7 +159,7 @@ def values_schema(bundle: Bundle, values: dict[str, Any]) -> dict[str, Any]:
 
 def helm_tree(bundle: Bundle) -> dict[str, str]:
     """Relative path -> content of the chart (Chart.yaml, values.yaml, values.schema.json, templates/)."""
-    templater = _Templater()
+    templater = _Templater(bundle)
     tree: dict[str, str] = {}
     for obj in bundle.objects:
         tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(obj, templater))

@@ -5,6 +5,7 @@ Pure: the caller reads the file; nothing here touches the filesystem.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from slurmk8s import naming, versions
@@ -23,8 +24,23 @@ from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
 
+# Real profiles are a few kilobytes; a bound here keeps a huge file from costing minutes and
+# gigabytes in the YAML parser before any check could refuse it.
+MAX_PROFILE_BYTES = 1024 * 1024
+
+# C0/C1 control characters and Unicode line separators: a value carrying one could start a
+# new line in slurm.conf or slurmdbd.conf (StorageHost=db\nPurgeJobAfter=1) or in a manifest.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject.
+_MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query")}
+
+
 def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     """Parse and validate a profile; raise ProfileError listing every problem."""
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(source, [FieldError(0, 0, "", f"the file is larger than {MAX_PROFILE_BYTES // 2**20} MiB; "
+                                                         "a profile is a few kilobytes (is this the right file?)")])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -37,6 +53,8 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     if not isinstance(document, dict):
         raise ProfileError(source, [FieldError(*positions.of(()), "", f"expected a ClusterProfile mapping, found {describe_value(document)}")])
     errors = validate_schema(document, positions)
+    # One line per field: a value its pattern already refuses is not reported twice.
+    errors += [e for e in unsafe_text(document, positions) if e.path not in {s.path for s in errors}]
     if errors:
         raise ProfileError(source, errors)
     profile = _to_model(document, source)
@@ -44,6 +62,42 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     if problems:
         raise ProfileError(source, [FieldError(*positions.of(path, key=key), format_path(path), msg) for path, msg, key in problems])
     return profile
+
+
+def unsafe_text(document: Any, positions: Any) -> list[FieldError]:
+    """Every key or string value holding a line break or another control character."""
+    errors: list[FieldError] = []
+
+    def problem(text: str, multiline: bool) -> str | None:
+        found = _UNSAFE.search(text)
+        if multiline:
+            found = next((m for m in _UNSAFE.finditer(text) if m.group() not in "\n\t"), None)
+        if found is None:
+            return None
+        ch = found.group()
+        what = "a line break" if ch in _LINE_BREAKS else "a control character"
+        return (f"{text[:60]!r}{'...' if len(text) > 60 else ''} contains {what} (U+{ord(ch):04X}); values are "
+                "written into Slurm and Kubernetes files, where it would break the line")
+
+    def walk(value: Any, path: tuple) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                message = problem(key, False) if isinstance(key, str) else None
+                if message:
+                    errors.append(FieldError(*positions.of(path + (key,), key=True), format_path(path + (key,)), message))
+                else:
+                    walk(item, path + (key,))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, path + (i,))
+        elif isinstance(value, str):
+            generic = tuple(None if isinstance(p, int) else p for p in path)
+            message = problem(value, generic in _MULTILINE_FIELDS)
+            if message:
+                errors.append(FieldError(*positions.of(path), format_path(path), message))
+
+    walk(document, ())
+    return errors
 
 
 def _d(path: str) -> Any:

@@ -148,13 +148,16 @@ def _accounts(raw: list[dict]) -> tuple[Account, ...]:
     accounts are left out so that loading never fails.
     """
     by_name = {a["name"]: a for a in raw}
+    children: dict[str, list[str]] = {}
+    for name, a in sorted(by_name.items()):
+        children.setdefault(a.get("parent", ROOT_ACCOUNT), []).append(name)
     done: dict[str, Account] = {}
     root = Account(ROOT_ACCOUNT, "", 1, (), (BUILTIN_QOS,), None)
     level = [root]
     while level:
         nxt = []
         for parent in level:
-            for name in sorted(n for n, a in by_name.items() if a.get("parent", ROOT_ACCOUNT) == parent.name):
+            for name in children.get(parent.name, ()):
                 if name in done or name == ROOT_ACCOUNT:
                     continue
                 a = by_name[name]
@@ -201,14 +204,14 @@ def check_scheduling(spec: dict) -> list[Problem]:
     out += _duplicates(users, at + ("users",), "user")
     names = {a["name"] for a in accounts}
     qos_names = {q["name"] for q in qos_list} | {BUILTIN_QOS}
-    defined = ", ".join(sorted(qos_names))
+    defined = name_list(qos_names)
     for i, a in enumerate(accounts):
         here = at + ("accounts", i)
         if a["name"] == ROOT_ACCOUNT:
             out.append((here + ("name",), "'root' is Slurm's own top account; put accounts under it", False))
         parent = a.get("parent", ROOT_ACCOUNT)
         if parent != ROOT_ACCOUNT and parent not in names:
-            out.append((here + ("parent",), f"unknown account {parent!r} (accounts: {', '.join(sorted(names))})", False))
+            out.append((here + ("parent",), f"unknown account {parent!r} (accounts: {name_list(names)})", False))
         for j, q in enumerate(a.get("qos", [])):
             if q not in qos_names:
                 out.append((here + ("qos", j), f"QoS {q!r} is not defined (QoS: {defined})", False))
@@ -234,7 +237,7 @@ def check_scheduling(spec: dict) -> list[Problem]:
             out.append((here + ("name",), f"user {u['name']!r} is in no account; list it under an account's users", False))
         elif "defaultAccount" in u and u["defaultAccount"] not in member_of[u["name"]]:
             out.append((here + ("defaultAccount",), f"user {u['name']!r} is not in account {u['defaultAccount']!r} "
-                        f"(its accounts: {', '.join(member_of[u['name']])})", False))
+                        f"(its accounts: {name_list(member_of[u['name']], sort=False)})", False))
     for i, q in enumerate(qos_list):
         for j, target in enumerate(q.get("preempt", [])):
             if target not in qos_names:
@@ -267,22 +270,38 @@ def _duplicates(items: list[dict], at: tuple, what: str) -> list[Problem]:
     return out
 
 
+def name_list(names, limit: int = 12, sort: bool = True) -> str:
+    """'a, b, c' for a message; a long list is cut after limit names so the line stays readable."""
+    items = sorted(names) if sort else list(names)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{', '.join(items[:limit])}, ... ({len(items)} in all)"
+
+
 def _cycles(accounts: list[dict], at: tuple) -> list[Problem]:
-    """Accounts whose parent chain comes back to themselves (reported once, at the first member listed)."""
+    """Accounts whose parent chain comes back to themselves (reported once, at the first member listed).
+
+    Linear: each account is walked once; a walk stops at an account an earlier walk finished.
+    """
     parent = {a["name"]: a.get("parent", ROOT_ACCOUNT) for a in accounts if a["name"] != ROOT_ACCOUNT}
     index = {a["name"]: i for i, a in enumerate(accounts)}
     out: list[Problem] = []
-    reported: set[str] = set()
+    finished: set[str] = set()
     for a in accounts:
-        chain, name = [], a["name"]
-        while name in parent and name not in chain:
+        chain: list[str] = []
+        on_chain: dict[str, int] = {}
+        name = a["name"]
+        while name in parent and name not in finished and name not in on_chain:
+            on_chain[name] = len(chain)
             chain.append(name)
             name = parent[name]
-        if name in chain:
-            cycle = chain[chain.index(name):]
-            if not reported & set(cycle):
-                reported |= set(cycle)
-                first = min(cycle, key=index.__getitem__)
-                loop = cycle[cycle.index(first):] + cycle[:cycle.index(first)] + [first]
-                out.append((at + ("accounts", index[first], "parent"), f"accounts form a cycle: {' -> '.join(loop)}", False))
+        if name in on_chain:
+            cycle = chain[on_chain[name]:]
+            first = min(cycle, key=index.__getitem__)
+            start = cycle.index(first)
+            loop = cycle[start:] + cycle[:start] + [first]
+            shown = " -> ".join(loop) if len(loop) <= 13 else \
+                f"{' -> '.join(loop[:6])} -> ... -> {' -> '.join(loop[-6:])} ({len(cycle)} accounts)"
+            out.append((at + ("accounts", index[first], "parent"), f"accounts form a cycle: {shown}", False))
+        finished.update(chain)
     return out

@@ -49,7 +49,11 @@ def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
     def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool) -> None:
         found.setdefault(path, []).append((err, FieldError(*positions.of(path, key=key), format_path(path), message)))
 
-    for err in _validator().iter_errors(document):
+    try:
+        found_errors = list(_validator().iter_errors(document))
+    except RecursionError:  # yamlpos bounds nesting; this keeps a deeper document from a traceback
+        return [FieldError(*positions.of(()), "", "nested too deeply to check")]
+    for err in found_errors:
         path = tuple(err.absolute_path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             allowed = sorted(err.schema.get("properties", {}))
@@ -67,9 +71,11 @@ def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
             add(err, path, _word(err), False)
     errors = []
     for items in found.values():
-        # A value of the wrong type also fails its enum/pattern: report only the type.
+        # A value of the wrong type also fails its enum/pattern: report only the type. A value
+        # far too long for its pattern is reported by its length alone.
         typed = [fe for e, fe in items if e.validator == "type"]
-        errors += typed or [fe for _, fe in items]
+        too_long = [fe for e, fe in items if e.validator == "maxLength"]
+        errors += typed or too_long or [fe for _, fe in items]
     return errors
 
 
@@ -86,7 +92,7 @@ _PATTERNS = {
     "^(UNLIMITED|INFINITE|([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]+)$":
         "UNLIMITED, minutes, or [days-]hours:minutes:seconds such as 2-00:00:00",
     "^[0-9]{4,5}-[0-9]{4,5}$": "a port range LOW-HIGH such as 60001-63000",
-    "^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$": "a CPU list such as 0-3,8-11",
+    "^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$": "a CPU list such as 0-3,8-11 (CPU ids below 10000)",
     "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$":
         "minutes, or days-hours[:minutes[:seconds]] or hours:minutes:seconds such as 7-0 or 2:00:00",
     "^[a-z_][a-z0-9_-]*$": "a Unix login name (lowercase letters, digits, '_' and '-')",
@@ -98,6 +104,12 @@ _PATTERNS = {
     "^[A-Za-z][A-Za-z0-9]*$": "a key of letters and digits",
     "^[0-9a-fA-F:.]+/[0-9]{1,3}$": "a CIDR such as 10.0.0.0/8",
     "^[-._a-zA-Z0-9]+$": "a Secret key of letters, digits, '-', '_' and '.'",
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$":
+        "a DNS-1123 subdomain (lowercase letters, digits, '-' and '.') such as fast-ssd",
+    "^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$": "a host name or an IP address such as db.example.org",
+    "^[A-Za-z0-9_][A-Za-z0-9_.-]*$": "a name of letters, digits, '_', '.' and '-'",
+    "^[A-Za-z0-9_]+$": "a name of letters, digits and '_'",
+    "^[a-z0-9][a-z0-9._:/-]*$": "a registry and path such as registry.example.org/slurm",
 }
 
 
@@ -110,7 +122,7 @@ def _pattern_words(pattern: str) -> str:
 
 
 def describe_value(value: Any) -> str:
-    """A value as messages quote it: 'a mapping', 'a list', 'nothing (null)', or its repr."""
+    """A value as messages quote it: 'a mapping', 'a list', 'nothing (null)', or its repr (shortened)."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
@@ -118,8 +130,14 @@ def describe_value(value: Any) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, (str, int, float)):
-        return f"{value!r}"
+        return _short(value)
     return f"{value} ({type(value).__name__})"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a value, cut to about limit characters so one problem stays one readable line."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"a {len(str(value))}-digit number"
+    return text if len(text) <= limit else f"{text[:limit]}...({len(value) if isinstance(value, str) else len(text)} characters)"
 
 
 def _word(err: jsonschema.ValidationError) -> str:
@@ -137,14 +155,18 @@ def _word(err: jsonschema.ValidationError) -> str:
     if v == "const":
         return f"expected {err.validator_value!r}, found {describe_value(inst)}"
     if v == "pattern":
-        return f"expected {_pattern_words(err.validator_value)}, found {inst!r}"
+        return f"expected {_pattern_words(err.validator_value)}, found {_short(inst)}"
     if v == "maxProperties" and set(err.schema.get("properties", {})) == {"embedded", "external"}:
         return "choose one of 'embedded' or 'external', not both"
     if v == "minItems":
         return f"expected at least {err.validator_value} item(s), found {len(inst)}"
+    if v == "maxItems":
+        return f"expected at most {err.validator_value} item(s), found {len(inst)}"
     if v == "maxLength":
-        return f"{inst!r} is {len(inst)} characters long; the maximum is {err.validator_value}"
+        return f"{_short(inst)} is {len(inst)} characters long; the maximum is {err.validator_value}"
     if v == "minLength":
         return "must not be empty" if err.validator_value == 1 else \
-            f"{inst!r} is shorter than {err.validator_value} characters"
+            f"{_short(inst)} is shorter than {err.validator_value} characters"
+    if v in ("maximum", "minimum"):
+        return f"{_short(inst)} is {'greater' if v == 'maximum' else 'less'} than the {v} of {err.validator_value}"
     return err.message

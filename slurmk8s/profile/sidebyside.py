@@ -23,15 +23,25 @@ _CPULIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 
 
 def parse_cpulist(value: str | int) -> tuple[int, ...]:
-    """CPU ids of a Linux cpulist ("0-3,8" or a single id), sorted, without duplicates."""
+    """CPU ids of a Linux cpulist ("0-3,8" or a single id), sorted, without duplicates.
+
+    Ranges are merged before they are expanded, so the work is bounded by the ids that
+    exist (the schema keeps them below 10000), not by how often a range is repeated.
+    """
     text = str(value)
     if not _CPULIST.match(text):
         raise ValueError(f"not a cpulist: {text!r}")
-    ids: set[int] = set()
+    spans = []
     for part in text.split(","):
         low, _, high = part.partition("-")
-        ids.update(range(int(low), int(high or low) + 1))
-    return tuple(sorted(ids))
+        spans.append((int(low), int(high or low)))
+    ids: list[int] = []
+    end = -1
+    for low, high in sorted(spans):
+        if high > end:
+            ids.extend(range(max(low, end + 1), high + 1))
+            end = high
+    return tuple(ids)
 
 
 def format_cpulist(ids: tuple[int, ...] | list[int] | set[int] | frozenset[int]) -> str:

@@ -155,6 +155,9 @@ def check_topology(topology: Topology | None, spec: dict, cluster: str, version:
                     f"topology/tree make every job fail on Slurm {version}; drop one of them", True))
     seen: dict[str, tuple] = {}
     placed: dict[str, int] = {}
+    # StatefulSet name -> (pool, leaf, where): <cluster>-<pool>-<leaf> can alias (pool a in leaf b-c
+    # and pool a-b in leaf c), and one StatefulSet would then silently replace the other.
+    segment_names: dict[str, tuple[str, str, tuple]] = {}
 
     def walk(domains: list, where: tuple, depth: int) -> None:
         for i, d in enumerate(domains):
@@ -191,6 +194,12 @@ def check_topology(topology: Topology | None, spec: dict, cluster: str, version:
                 if count and len(sts) > naming.MAX_STATEFULSET_NAME:
                     out.append((here + ("name",), f"StatefulSet name '{sts}' would be {len(sts)} characters; the limit "
                                 f"is {naming.MAX_STATEFULSET_NAME} (shorten the domain, pool or cluster name)", False))
+                if count and not children:
+                    other = segment_names.setdefault(sts, (pool, name, here))
+                    if other[:2] != (pool, name):
+                        out.append((here + ("slots", pool), f"pool '{pool}' in domain '{name}' and pool '{other[0]}' in "
+                                    f"domain '{other[1]}' ({_path(other[2])}) would both be StatefulSet '{sts}'; "
+                                    "rename a pool or a domain", True))
             walk(children, here + ("children",), depth + 1)
 
     walk(raw["domains"], at + ("domains",), 0)

@@ -37,21 +37,26 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 # Aliases can multiply a small file into a huge document ("billion laughs"); no real
 # profile comes near this many values.
 MAX_VALUES = 200_000
+# The deepest real profile nests about 12 levels (a topology tree of 5 tiers); the schema
+# validator recurses once per level, so nesting is bounded well below Python's stack.
+MAX_DEPTH = 48
 
 
 class _TooLarge(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    def __init__(self, node: yaml.Node, path: Path):
+        super().__init__()
+        self.node, self.path = node, path
+
+
 def parse(text: str) -> tuple[Any, Positions, list[FieldError]]:
     """Parse one YAML document; return (value, positions, errors)."""
     positions = Positions()
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
+        node = _compose(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -76,8 +81,31 @@ def parse(text: str) -> tuple[Any, Positions, list[FieldError]]:
     except RecursionError:
         return None, positions, [FieldError(1, 1, "", "YAML error: nesting is too deep")]
     except _TooLarge:
-        return None, positions, [FieldError(1, 1, "", f"YAML error: more than {MAX_VALUES} values (aliases expanding?)")]
+        return None, positions, [FieldError(1, 1, "", f"YAML error: more than {MAX_VALUES} values; no profile is "
+                                            "that large (are aliases expanding?)")]
+    except _TooDeep as e:
+        shown = format_path(e.path[:6]) + "..."  # the full path would be one enormous line
+        return None, positions, [FieldError(*_mark(e.node), shown,
+                                            f"nested deeper than {MAX_DEPTH} levels; no profile needs that many")]
     return value, positions, errors
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """The document's node tree: libyaml when present (4x faster on a large file), and the
+    pure-Python loader whenever libyaml refuses, so every YAML error reads the same either way."""
+    loaders = [yaml.SafeLoader]
+    if getattr(yaml, "__with_libyaml__", False):
+        loaders.insert(0, yaml.CSafeLoader)
+    for i, loader_class in enumerate(loaders):
+        loader = loader_class(text)
+        try:
+            return loader.get_single_node()
+        except (yaml.YAMLError, RecursionError):
+            if i == len(loaders) - 1:
+                raise
+        finally:
+            loader.dispose()
+    return None
 
 
 def _ord(character: Any) -> int:
@@ -89,6 +117,8 @@ def _build(node: yaml.Node, path: Path, pos: Positions, errors: list[FieldError]
     count[0] += 1
     if count[0] > MAX_VALUES:
         raise _TooLarge
+    if len(path) > MAX_DEPTH:
+        raise _TooDeep(node, path)
     pos.values.setdefault(path, _mark(node))
     if id(node) in open_nodes:
         errors.append(FieldError(*_mark(node), format_path(path), "a recursive alias (an anchor used inside itself)"))
@@ -126,7 +156,16 @@ def _build(node: yaml.Node, path: Path, pos: Positions, errors: list[FieldError]
     return _scalar(node, path, errors, c)
 
 
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
 def _scalar(node: yaml.Node, path: Path, errors: list[FieldError], c: yaml.SafeLoader) -> Any:
+    if node.tag in _NUMBER_TAGS and ":" in str(node.value) and isinstance(node, yaml.ScalarNode) and not node.style:
+        # YAML 1.1 reads 12:00:00 as the base-60 number 43200: never what a profile means.
+        value = c.construct_object(node, deep=True)
+        errors.append(FieldError(*_mark(node), format_path(path), f"{node.value} is read by YAML as the base-60 "
+                                 f"number {value}; quote it: \"{node.value}\""))
+        return value
     try:
         return c.construct_object(node, deep=True)
     except yaml.YAMLError as e:

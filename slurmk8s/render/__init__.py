@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from slurmk8s import naming
+from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import render_accounts_file
@@ -25,6 +26,23 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
     if profile.restapi_enabled:
         secrets.append(RequiredSecret(naming.jwt_secret(c), "jwt_hs256.key", "jwt", naming.RESTAPI))
     return tuple(secrets)
+
+
+def _refuse_name_collisions(profile: Profile, objects: list[dict]) -> None:
+    """Two objects of one kind with one name: the second would silently replace the first on apply.
+
+    The profile checks catch the known cases with a located message; this catches any other.
+    """
+    seen: set[tuple[str, str]] = set()
+    clashes = []
+    for obj in objects:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in seen:
+            clashes.append(FieldError(0, 0, "", f"two objects would be named {key[0]}/{key[1]}; rename the pool, "
+                                                "domain or shape whose name makes it"))
+        seen.add(key)
+    if clashes:
+        raise ProfileError(profile.source, clashes)
 
 
 def render(profile: Profile) -> Bundle:
@@ -93,6 +111,7 @@ def render(profile: Profile) -> Bundle:
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
     objects = [security.with_scan_annotations(o) for o in objects]
+    _refuse_name_collisions(profile, objects)
     out_files = dict(files)
     if dbd_conf:
         out_files["slurmdbd.conf"] = dbd_conf

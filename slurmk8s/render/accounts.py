@@ -254,9 +254,10 @@ def plan_accounts(desired: Tree, current: Tree, delete: bool = False,
         settings = _assoc_settings(want.qos, want.default_qos, have.qos, have.default_qos)
         if settings:
             cmds.append(SACCTMGR + ["modify", "user", "where", f"name={user}", f"account={account}", f"cluster={c}", "set"] + settings)
+    added = {(cmd[4], arg) for cmd in cmds if cmd[2:4] == ["add", "user"]
+             for arg in cmd if arg.startswith("DefaultAccount=")}
     for user, account in sorted(desired.default_accounts.items()):
-        added = any(cmd[2:4] == ["add", "user"] and cmd[4] == user and f"DefaultAccount={account}" in cmd for cmd in cmds)
-        if not added and current.default_accounts.get(user) != account:
+        if (user, f"DefaultAccount={account}") not in added and current.default_accounts.get(user) != account:
             cmds.append(SACCTMGR + ["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={account}"])
     if delete:
         cmds += _deletions(desired, current, busy_accounts)

@@ -127,10 +127,11 @@ def render_slurm_conf(profile: Profile) -> str:
         # One NodeName line per segment: a pool split over topology leaves has one per leaf.
         for p in profile.pools for seg in topology.pool_segments(profile, p)
     ] + fence.shared_slurm_nodes(profile)
+    max_replicas = {p.name: p.max_replicas for p in profile.pools}
     partitions = [
         {
             "name": part.name,
-            "nodes": ",".join(naming.slurm_node_range(name, profile.pool(name).max_replicas) for name in part.pools),
+            "nodes": ",".join(naming.slurm_node_range(name, max_replicas[name]) for name in part.pools),
             "default": part.default,
             "max_time": part.max_time,
             "extra": list(part.config),

@@ -62,7 +62,9 @@ class Failure:
 
     status: int
     when: Callable[[Recorded], bool]
-    body: Obj = field(default_factory=dict)
+    body: Any = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int | None = None  # answer this many matching requests, then serve normally
 
 
 class ApiStub:
@@ -134,10 +136,15 @@ class ApiStub:
 
     # ---- test helpers ----------------------------------------------------
     def fail(self, status: int, when: Callable[[Recorded], bool] = lambda r: True, message: str = "",
-             reason: str = "") -> None:
-        """Answer matching requests with an error Status."""
+             reason: str = "", headers: dict[str, str] | None = None, times: int | None = None) -> None:
+        """Answer matching requests with an error Status (the first `times` of them, when given)."""
         self.failures.append(Failure(status, when, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                                    "message": message, "reason": reason, "code": status}))
+                                                    "message": message, "reason": reason, "code": status},
+                                     dict(headers or {}), times))
+
+    def reply(self, status: int, body: Any, when: Callable[[Recorded], bool], times: int | None = None) -> None:
+        """Answer matching requests with any body at all (a malformed one, say)."""
+        self.failures.append(Failure(status, when, body, {}, times))
 
     def seed(self, collection: str, obj: Obj, managers: tuple[str, ...] = ("slurmk8s",)) -> Obj:
         """Put an object in place as if someone had created it (managers become managedFields)."""
@@ -186,21 +193,29 @@ class ApiStub:
         if self.latency:
             time.sleep(self.latency)
         try:
-            status, body = self._answer(rec)
+            status, body, headers = self._answer(rec)
         except Exception as e:  # a stub bug must show up as a 500, not a dropped connection
-            status, body = _status(500, "InternalError", f"stub: {type(e).__name__}: {e}")
+            (status, body), headers = _status(500, "InternalError", f"stub: {type(e).__name__}: {e}"), {}
         rec.status, rec.ended = status, time.monotonic()
         data = json.dumps(body).encode()
         h.send_response(status)
+        for key, value in headers.items():
+            h.send_header(key, value)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
 
-    def _answer(self, rec: Recorded) -> tuple[int, Obj]:
-        for failure in self.failures:
-            if failure.when(rec):
-                return failure.status, failure.body
+    def _answer(self, rec: Recorded) -> tuple[int, Obj, dict[str, str]]:
+        with self._lock:
+            failure = next((f for f in self.failures if f.times != 0 and f.when(rec)), None)
+            if failure is not None and failure.times is not None:
+                failure.times -= 1
+        if failure is not None:
+            return failure.status, failure.body, failure.headers
+        return (*self._serve(rec), {})
+
+    def _serve(self, rec: Recorded) -> tuple[int, Obj]:
         route = _route(rec.path)
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({rec.path})")
@@ -301,6 +316,10 @@ class ApiStub:
         bucket = self._bucket(collection)
         if name not in bucket:
             return _status(404, "NotFound", f'{_plural(collection)} "{name}" not found')
+        uid = ((rec.body or {}).get("preconditions") or {}).get("uid")
+        if uid and uid != bucket[name]["metadata"].get("uid"):
+            return _status(409, "Conflict", f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                            f"{bucket[name]['metadata'].get('uid')}")
         if rec.q("dryRun") != "All":
             gone = bucket.pop(name)
             if self.auto_ready and gone.get("kind") in ("StatefulSet", "Deployment"):

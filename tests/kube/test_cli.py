@@ -70,7 +70,7 @@ def test_unreachable_api_is_one_line_and_quick(tmp_path, stub):
     started = time.monotonic()
     line = one_line_error(slurmk8s("status", KIND_DEV, "--kubeconfig", str(kubeconfig)))
     assert time.monotonic() - started < 15
-    assert line.endswith(f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (the current context of "
+    assert line.endswith(f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (context stub of "
                          f"{kubeconfig}): connection refused")
 
 

@@ -134,7 +134,8 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
     ("owned-slurm-key-any-case", BASE + "  slurm:\n    config: {authtype: auth/none}\n",
      ["bad.yaml:12:14: spec.slurm.config.authtype: 'authtype' is set by the generator and cannot be overridden here"]),
     ("slurm-config-multiline", BASE + '  slurm:\n    config: {PrologFlags: "x\\nAuthType=auth/none"}\n',
-     ["bad.yaml:12:27: spec.slurm.config.PrologFlags: the value must be a single line"]),
+     ["bad.yaml:12:27: spec.slurm.config.PrologFlags: 'x\\nAuthType=auth/none' contains a line break (U+000A); "
+      "values are written into Slurm and Kubernetes files, where it would break the line"]),
     ("slurm-config-bad-key", BASE + "  slurm:\n    config: {Bad Key: 1}\n",
      ["bad.yaml:12:14: spec.slurm.config['Bad Key']: expected a key of letters and digits as a key, found 'Bad Key'"]),
     ("owned-partition-key", BASE + "  partitions:\n    - {name: a, pools: [cpu], config: {Nodes: 'x-[0-9]'}}\n",
@@ -258,7 +259,7 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      ["bad.yaml:12:16: spec.sideBySide.partition: partition 'main' is also in spec.partitions; "
       "the shared nodes need a partition of their own"]),
     ("sbs-bad-cpulist", sbs("cpus: '0-63'", "cpus: '0..63'"),
-     ["bad.yaml:17:15: spec.sideBySide.shapes[0].cpus: expected a CPU list such as 0-3,8-11, found '0..63'"]),
+     ["bad.yaml:17:15: spec.sideBySide.shapes[0].cpus: expected a CPU list such as 0-3,8-11 (CPU ids below 10000), found '0..63'"]),
     ("sbs-pod-mode-gpus", sbs("mode: host", "mode: pod"),
      ["bad.yaml:22:51: spec.sideBySide.shapes[0].slurm.gpus: shape 'dgx': GPUs for Slurm in pod mode are not supported "
       "yet (the device plugin picks the devices, so gres.conf cannot name them); use host mode"]),

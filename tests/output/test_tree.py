@@ -1,0 +1,262 @@
+"""`render -o DIR` treats DIR as untrusted and replaces it whole (issue 16, data loss and security).
+
+Marker lines never name files to delete, symlinks in the tree are never followed, the user's
+files are kept (or the render refuses), concurrent renders take turns, and a killed render
+leaves the previous tree in place and nothing that a later render refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import slurmk8s
+from slurmk8s.errors import SlurmK8sError, UsageError
+from slurmk8s.output.plain import MARKER, write_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE = str(Path(slurmk8s.__file__).resolve().parents[1])  # subprocesses run the code under test
+KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
+GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
+
+
+def slurmk8s(*args: str, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env={**os.environ, "PYTHONPATH": CODE}, **kwargs)
+
+
+def files(root: Path) -> dict[str, bytes | str]:
+    """Relative path -> content (files) or '-> target' (symlinks), not following links."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                out[rel] = f"-> {os.readlink(path)}"
+            elif path.is_file():
+                out[rel] = path.read_bytes()
+    return out
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".slurmk8s-" in p.name)
+
+
+def one_line(run: subprocess.CompletedProcess, code: int) -> str:
+    assert (run.returncode, run.stdout) == (code, ""), run.stderr
+    assert "Traceback" not in run.stderr
+    (line,) = run.stderr.splitlines()
+    return line
+
+
+@pytest.fixture
+def rendered(tmp_path: Path) -> Path:
+    """tmp_path/out holding a plain render of kind-dev (marker included)."""
+    out = tmp_path / "out"
+    assert slurmk8s("render", str(KIND_DEV), "-o", str(out)).returncode == 0
+    return out
+
+
+@pytest.mark.parametrize("entry", ["../victim.txt", "/ABS/victim.txt", "x/../../emptyd/sub/file", ""],
+                         ids=["dotdot", "absolute", "dotdot-inside", "empty-line"])
+def test_marker_lines_outside_the_tree_are_refused(rendered: Path, tmp_path: Path, entry: str) -> None:
+    """A marker committed by someone else once made render delete any file it could write."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    (tmp_path / "emptyd" / "sub").mkdir(parents=True)
+    entry = entry.replace("/ABS", str(tmp_path))
+    marker = rendered / MARKER
+    lines = marker.read_text().splitlines()
+    marker.write_text("\n".join(lines[:3] + [entry] + lines[3:]) + "\n")
+    before = files(rendered)
+    line = one_line(slurmk8s("render", str(GPU_IB), "-o", str(rendered)), 2)
+    assert line == (f"{marker}:4: {entry!r} is not a path inside the directory; the marker was edited by someone "
+                    "else: check the directory, remove the line and render again")
+    assert victim.read_text() == "keep\n" and (tmp_path / "emptyd" / "sub").is_dir()
+    assert files(rendered) == before
+
+
+def test_a_symlink_in_place_of_a_generated_file_is_replaced_not_followed(rendered: Path, tmp_path: Path) -> None:
+    """The link's target once received the new ConfigMap (git stores symlinks: a commit can plant one)."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("PRECIOUS\n")
+    link = rendered / "manifests" / "configmap-dev-slurm-config.yaml"
+    link.unlink()
+    link.symlink_to(precious)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(KIND_DEV.read_text().replace("      cpus: 1\n", "      cpus: 2\n"))
+    run = slurmk8s("render", str(changed), "-o", str(rendered))
+    assert run.returncode == 0, run.stderr
+    assert precious.read_text() == "PRECIOUS\n"
+    assert not link.is_symlink() and "CPUs=2" in yaml.safe_load(link.read_text())["data"]["slurm.conf"]
+
+
+def test_a_symlinked_directory_where_the_render_writes_is_refused(rendered: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (rendered / "manifests").rename(elsewhere)
+    (rendered / "manifests").symlink_to(elsewhere)
+    before = files(elsewhere)
+    line = one_line(slurmk8s("render", str(KIND_DEV), "-o", str(rendered)), 2)
+    assert line == (f"{rendered}: the render would replace what it did not write: manifests (a symbolic link where "
+                    "the render writes a directory); move or remove it, then render again")
+    assert files(elsewhere) == before
+
+
+def test_the_users_files_are_kept_and_never_overwritten(rendered: Path) -> None:
+    """kustomization.yaml of the user: kept by a plain render, refused by a kustomize render, never deleted."""
+    mine = rendered / "kustomization.yaml"
+    mine.write_text("# MY OWN OVERLAY\n")
+    (rendered / "manifests" / "extra").mkdir()
+    (rendered / "manifests" / "extra" / "patch.yaml").write_text("p: 1\n")
+    (rendered / "notes").symlink_to("../somewhere/else")
+    os.chmod(rendered / "manifests" / "extra", 0o750)
+    assert slurmk8s("render", str(KIND_DEV), "-o", str(rendered)).returncode == 0
+    kept = files(rendered)
+    assert kept["kustomization.yaml"] == b"# MY OWN OVERLAY\n"
+    assert kept["manifests/extra/patch.yaml"] == b"p: 1\n" and kept["notes"] == "-> ../somewhere/else"
+    assert (rendered / "manifests" / "extra").stat().st_mode & 0o777 == 0o750
+    line = one_line(slurmk8s("render", str(KIND_DEV), "-o", str(rendered), "--format", "kustomize"), 2)
+    assert line == (f"{rendered}: the render would replace what it did not write: kustomization.yaml (your file, "
+                    "not written by slurmk8s); move or remove it, then render again")
+    assert slurmk8s("render", str(KIND_DEV), "-o", str(rendered)).returncode == 0
+    assert files(rendered) == kept
+
+
+def run_hooked(hook: str, *args: str, **popen) -> subprocess.Popen:
+    """slurmk8s ARGS in a subprocess whose slurmk8s.output.tree was patched by hook (Python code)."""
+    code = f"import os, signal, sys\nfrom slurmk8s.output import tree\n{hook}\nsys.argv = ['slurmk8s', *sys.argv[1:]]\n" \
+           "from slurmk8s.cli import main\nmain()\n"
+    return subprocess.Popen([sys.executable, "-c", code, *args], text=True, env={**os.environ, "PYTHONPATH": CODE},
+                            **popen)
+
+
+def read_line(stream, limit: float = 60) -> str:
+    """The next line of a child's pipe; a bound (not a pause): fails if nothing comes within limit seconds."""
+    ready, _, _ = select.select([stream], [], [], limit)
+    assert ready, "the child said nothing"
+    return stream.readline()
+
+
+def test_concurrent_renders_take_turns(rendered: Path, tmp_path: Path) -> None:
+    """Two renders into one directory once left a tree mixing both profiles; now the second waits for the first."""
+    hold = "real = tree._fill\ndef held(*a):\n    print('LOCKED', flush=True); sys.stdin.readline(); real(*a)\ntree._fill = held\n"
+    first = run_hooked(hold, "render", str(GPU_IB), "-o", str(rendered), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    try:
+        assert read_line(first.stdout) == "LOCKED\n"  # first holds the lock, its tree half built
+        second = subprocess.Popen([sys.executable, "-m", "slurmk8s.cli", "render", str(KIND_DEV), "-o", str(rendered)],
+                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={**os.environ, "PYTHONPATH": CODE})
+        assert read_line(second.stderr) == f"waiting for another slurmk8s render into {tmp_path} to finish\n"
+        first.stdin.write("\n")
+        first.stdin.flush()
+        assert first.wait(timeout=120) == 0 and second.wait(timeout=120) == 0
+    finally:
+        first.kill()
+    fresh = tmp_path / "fresh"
+    assert slurmk8s("render", str(KIND_DEV), "-o", str(fresh)).returncode == 0
+    assert files(rendered) == files(fresh)  # exactly the second render, nothing of the first
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["over-an-earlier-render", "into-a-new-directory"])
+def test_a_killed_render_leaves_the_old_tree_and_nothing_in_the_way(tmp_path: Path, existing: bool) -> None:
+    out = tmp_path / "out"
+    if existing:
+        assert slurmk8s("render", str(KIND_DEV), "-o", str(out)).returncode == 0
+    before = files(out) if existing else None
+    kill = "def killed(*a):\n    os.kill(os.getpid(), signal.SIGKILL)\ntree._swap = killed\n"
+    child = run_hooked(kill, "render", str(GPU_IB), "-o", str(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert child.wait(timeout=120) == -signal.SIGKILL
+    assert (files(out) if existing else out.exists()) == (before if existing else False)
+    assert len(leftovers(tmp_path)) == 1  # its staging directory, full of the unfinished tree
+    run = slurmk8s("render", str(GPU_IB), "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    assert leftovers(tmp_path) == [] and (out / "manifests" / "statefulset-research-h100.yaml").is_file()
+
+
+def test_without_an_atomic_exchange_a_killed_render_is_recovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two-rename fallback: a tree moved aside by a render killed between the renames comes back."""
+    out = tmp_path / "out"
+    write_tree({"a.yaml": "1\n"}, out)
+    (out / "mine.txt").write_text("user\n")
+    from slurmk8s.output import tree as tree_module
+    monkeypatch.setattr(tree_module, "_exchange", lambda a, b: False)
+    write_tree({"a.yaml": "2\n"}, out)
+    assert files(out) == {"a.yaml": b"2\n", "mine.txt": b"user\n", MARKER: b"a.yaml\n"}
+    os.rename(out, tmp_path / f".out.slurmk8s-old-{os.getpid()}-0123abcd")  # the kill between the renames
+    write_tree({"b.yaml": "3\n"}, out)
+    assert files(out) == {"b.yaml": b"3\n", "mine.txt": b"user\n", MARKER: b"b.yaml\n"}
+    assert leftovers(tmp_path) == []
+
+
+def test_output_that_is_a_file_or_the_current_directory_is_one_line(tmp_path: Path, rendered: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert one_line(slurmk8s("render", str(KIND_DEV), "-o", str(afile)), 2) == (
+        f"{afile}: not a directory; -o needs a directory (new or from an earlier render), or - for one YAML stream")
+    assert one_line(slurmk8s("render", str(KIND_DEV), "-o", f"{afile}/sub"), 2) == (
+        f"{afile}/sub: {afile} is a file, not a directory")
+    assert one_line(slurmk8s("render", str(KIND_DEV), "-o", ".", cwd=rendered), 2) == (
+        ".: is the current directory (or holds it); a render replaces the whole directory, so run it from outside, "
+        "e.g. `slurmk8s render PROFILE -o ../NAME`")
+    assert afile.read_text() == "x"
+
+
+def test_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
+    """As root only a dropped capability makes a directory read-only: setpriv drops DAC override."""
+    readonly = tmp_path / "ro"
+    readonly.mkdir(mode=0o555)
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
+    if os.geteuid() != 0:
+        drop = []
+    run = subprocess.run([*drop, sys.executable, "-m", "slurmk8s.cli", "render", str(KIND_DEV), "-o",
+                          str(readonly / "out")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": CODE})
+    assert one_line(run, 1) == f"{readonly}/out: cannot write the rendered tree: Permission denied"
+    assert list(readonly.iterdir()) == []
+
+
+def test_a_full_disk_keeps_the_old_tree(rendered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = files(rendered)
+    real_open = os.open
+    written = []
+
+    def full(path, flags, mode=0o777, **kw):
+        if flags & os.O_CREAT and len(written) >= 5:
+            raise OSError(28, "No space left on device", str(path))
+        written.append(path)
+        return real_open(path, flags, mode, **kw)
+
+    from slurmk8s.output import tree as tree_module
+    monkeypatch.setattr(tree_module.os, "open", full)
+    with pytest.raises(SlurmK8sError) as info:
+        write_tree({f"f{i}.yaml": "x\n" for i in range(20)}, rendered)
+    assert str(info.value) == f"{rendered}: cannot write the rendered tree: No space left on device"
+    monkeypatch.undo()
+    assert files(rendered) == before and leftovers(rendered.parent) == []
+
+
+@pytest.mark.parametrize("redirect", [">/dev/full", ">&-"], ids=["full", "closed"])
+def test_stdout_that_cannot_be_written_is_one_line(redirect: str) -> None:
+    command = f"exec {sys.executable} -m slurmk8s.cli render {KIND_DEV} -o - {redirect}"
+    run = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": CODE})
+    expected = {"full": "cannot write the YAML stream to standard output: No space left on device",
+                "closed": "cannot write the YAML stream: standard output is closed"}
+    assert (run.returncode, run.stderr) == (1, expected["full" if "full" in redirect else "closed"] + "\n")
+
+
+def test_a_foreign_directory_is_still_refused(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("x")
+    with pytest.raises(UsageError, match="not written by slurmk8s render"):
+        write_tree({"a.yaml": "1\n"}, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]

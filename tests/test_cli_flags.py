@@ -1,0 +1,87 @@
+"""What a kubectl or helm user reaches for first (issue 16): --version, -h, completion, '-' for stdin and stdout,
+and `init` failures as one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import slurmk8s
+from slurmk8s.actions.init import STARTER
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = str(Path(slurmk8s.__file__).resolve().parents[1])  # subprocesses run the code under test
+KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
+
+
+def run(*args: str, stdin: str | None = None, cwd: Path | None = None, env_extra: dict | None = None,
+        as_script: bool = False) -> subprocess.CompletedProcess:
+    """slurmk8s ARGS; as_script runs it under the console script's name (completion keys on it)."""
+    command = [sys.executable, "-c", "import sys; sys.argv[0] = 'slurmk8s'; from slurmk8s.cli import main; main()"] \
+        if as_script else [sys.executable, "-m", "slurmk8s.cli"]
+    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": CODE, **(env_extra or {})})
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"slurmk8s {slurmk8s.__version__}\n", "")
+
+
+@pytest.mark.parametrize("args", [["-h"], ["render", "-h"], ["secrets", "create", "-h"]], ids=" ".join)
+def test_dash_h_is_help(args: list[str]) -> None:
+    result = run(*args)
+    assert result.returncode == 0 and "Usage:" in result.stdout, result.stderr
+    assert result.stdout == run(*args[:-1], "--help").stdout
+
+
+def test_shell_completion_script_and_protocol() -> None:
+    script = run("--show-completion", "bash", as_script=True)
+    assert script.returncode == 0 and "_SLURMK8S_COMPLETE=complete_bash" in script.stdout, script.stderr
+    words = run(env_extra={"_SLURMK8S_COMPLETE": "complete_bash", "COMP_WORDS": "slurmk8s ren", "COMP_CWORD": "1"},
+                as_script=True)
+    assert (words.returncode, words.stdout.split()) == (0, ["render"])
+
+
+def test_init_dash_prints_the_starter(tmp_path: Path) -> None:
+    result = run("init", "-", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, STARTER, "")
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("no/such/dir/p.yaml", "no/such/dir/p.yaml: directory no/such/dir does not exist (create it first)"),
+    ("adir", "adir: is a directory; give the profile's file name, e.g. adir/profile.yaml"),
+    ("dangling", "dangling: already exists (use --force to overwrite)"),
+], ids=["missing-directory", "a-directory", "dangling-symlink"])
+def test_init_failures_are_one_line(tmp_path: Path, target: str, expected: str) -> None:
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    result = run("init", target, *(["--force"] if target == "adir" else []), cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", expected + "\n")
+    assert not (tmp_path / "nowhere").exists()  # the link's target was never written
+
+
+def test_init_force_replaces_a_symlink_not_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "precious.yaml"
+    target.write_text("mine\n")
+    (tmp_path / "p.yaml").symlink_to(target)
+    result = run("init", "p.yaml", "--force", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == "mine\n" and not (tmp_path / "p.yaml").is_symlink()
+    assert (tmp_path / "p.yaml").read_text() == STARTER
+
+
+def test_render_and_validate_read_a_profile_from_stdin() -> None:
+    text = KIND_DEV.read_text()
+    rendered = run("render", "-", "-o", "-", stdin=text)
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == run("render", str(KIND_DEV), "-o", "-").stdout
+    assert [d["kind"] for d in yaml.safe_load_all(rendered.stdout)][0] == "Namespace"
+    bad = run("validate", "-", stdin=text.replace("cpus: 1", "cpus: one"))
+    assert (bad.returncode, bad.stderr) == (2, "<stdin>:23:13: spec.pools[0].cpus: expected an integer, found 'one'\n")
