@@ -80,3 +80,23 @@ def test_fence_command_refuses_a_double_booked_profile_with_exit_2(tmp_path: Pat
     at = f"{bad}:39:28: spec.sideBySide.shapes[1].kubernetes.cpus: shape 'epyc': "
     assert run.stderr.splitlines() == [at + "CPUs 30-31 are both Slurm's and Kubernetes'",
                                        at + "CPUs 32 are both the system reserve's and Kubernetes'"]
+
+
+def test_pod_mode_keeps_every_other_slurm_pod_off_the_shared_nodes_but_not_the_shared_slurmd() -> None:
+    profile = read_profile(POD)
+    shared = sorted(n for s in profile.side_by_side.shapes for n in s.nodes)
+    for obj in render(profile).objects:
+        if obj["kind"] not in ("StatefulSet", "Deployment", "DaemonSet"):
+            continue
+        preferred = (obj["spec"]["template"]["spec"].get("affinity", {}).get("nodeAffinity", {})
+                     .get("preferredDuringSchedulingIgnoredDuringExecution", []))
+        avoided = [term["preference"]["matchExpressions"][0]["values"] for term in preferred
+                   if term["preference"]["matchExpressions"][0]["operator"] == "NotIn"]
+        assert avoided == ([] if obj["kind"] == "DaemonSet" else [shared]), obj["metadata"]["name"]
+
+
+def test_host_mode_and_no_side_by_side_prefer_no_nodes() -> None:
+    for path in (HOST, ROOT / "profiles/kind-dev.yaml"):
+        for obj in render(read_profile(path)).objects:
+            if obj["kind"] in ("StatefulSet", "Deployment", "DaemonSet"):
+                assert "preferredDuringSchedulingIgnoredDuringExecution" not in str(obj), obj["metadata"]["name"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
+    Obj, avoid_shared_nodes, headless_service, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     small_resources, statefulset, volume_config,
 )
 
@@ -133,7 +133,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
     }
-    pod = {
+    pod: Obj = {
         "serviceAccountName": name,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -142,6 +142,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "containers": [mariadb],
         "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
     }
+    avoid_shared_nodes(profile, pod)
     storage = profile.accounting.embedded
     return statefulset(profile, name, naming.DATABASE, 1, name, pod, {},
                        claims=[pvc_template("data", storage.size, storage.storage_class)])

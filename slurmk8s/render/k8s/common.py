@@ -140,8 +140,29 @@ def small_resources() -> Obj:
     return {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
 
 
+def shared_nodes(profile: Profile) -> list[str]:
+    """The nodes side-by-side pod mode shares with Kubernetes (none in host mode or without it)."""
+    sbs = profile.side_by_side
+    if not sbs or sbs.mode != "pod":
+        return []
+    return sorted({node for shape in sbs.shapes for node in shape.nodes})
+
+
+def avoid_shared_nodes(profile: Profile, spec: Obj) -> None:
+    """Prefer nodes other than the shared ones: there, the fence gives the CPUs to slurmd and to
+    Kubernetes' own work, and a Slurm daemon or pool pod scheduled first leaves the shared slurmd
+    no room (found on kind: the DaemonSet pod stayed Pending)."""
+    nodes = shared_nodes(profile)
+    if not nodes:
+        return
+    term = {"weight": 100, "preference": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": nodes}]}}
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(term)
+
+
 def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list[Obj],
-             volumes: list[Obj], extra: Obj | None = None) -> Obj:
+             volumes: list[Obj], extra: Obj | None = None, shared_node_pod: bool = False) -> Obj:
     """A Slurm pod's spec: DNS search domains so bare hostnames resolve, no service env."""
     spec: Obj = {
         "serviceAccountName": naming.component_name(profile.name, component),
@@ -151,6 +172,8 @@ def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list
     }
     if extra:
         spec.update(extra)
+    if not shared_node_pod:
+        avoid_shared_nodes(profile, spec)
     # The runtime's default seccomp filter for every pod (privileged containers are exempt by the runtime).
     spec["securityContext"] = {**spec.get("securityContext", {}), "seccompProfile": {"type": "RuntimeDefault"}}
     init = list(init) + munge_sidecar(profile, containers[0]["image"])

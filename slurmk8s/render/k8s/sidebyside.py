@@ -59,7 +59,8 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
     }
     if s.node_selector:
         extra["nodeSelector"] = dict(s.node_selector)
-    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image)], volumes, extra)
+    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image)], volumes, extra,
+                   shared_node_pod=True)
     pod["initContainers"] = [_guaranteed(c) for c in pod["initContainers"]]
     labels = {**naming.selector_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name}
     template_meta: Obj = {"labels": {**naming.object_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name},
