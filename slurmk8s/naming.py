@@ -32,6 +32,7 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POOL = "slurmk8s.io/pool"
 LABEL_DOMAIN = "slurmk8s.io/topology-domain"  # the leaf domain of a pinned pool segment
+LABEL_SHAPE = "slurmk8s.io/shape"  # the side-by-side node shape of a shared slurmd pod
 ANNOTATION_CONFIG_HASH = "slurmk8s.io/config-hash"
 ANNOTATION_NODE_NAMES = "slurmk8s.io/slurm-nodes"
 ANNOTATION_MAX_REPLICAS = "slurmk8s.io/max-replicas"

@@ -60,8 +60,11 @@ def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
             continue
         name = obj["metadata"]["name"]
         component = obj["metadata"]["labels"].get(naming.LABEL_COMPONENT, "")
-        desired = int(obj["spec"].get("replicas", 1))
         item = live.get((obj["kind"], name))
+        if obj["kind"] == "DaemonSet":  # as many pods as nodes it selects: only the live object knows
+            desired = int(((item or {}).get("status") or {}).get("desiredNumberScheduled", 1) or 0)
+        else:
+            desired = int(obj["spec"].get("replicas", 1))
         out.append(status_of_workload(obj["kind"], name, component, desired, item))
     return out
 
@@ -72,17 +75,26 @@ def status_of_workload(kind: str, name: str, component: str, desired: int, item:
         return WorkloadStatus(kind, name, component, desired, 0, False)
     status = item.get("status") or {}
     observed = status.get("observedGeneration", 0) >= item["metadata"].get("generation", 1)
-    ready = int(status.get("availableReplicas" if kind == "Deployment" else "readyReplicas", 0) or 0)
-    updated = int(status.get("updatedReplicas", 0) or 0)
+    ready_field, updated_field = {"Deployment": ("availableReplicas", "updatedReplicas"),
+                                  "DaemonSet": ("numberReady", "updatedNumberScheduled")}.get(
+                                      kind, ("readyReplicas", "updatedReplicas"))
+    ready = int(status.get(ready_field, 0) or 0)
+    updated = int(status.get(updated_field, 0) or 0)
     return WorkloadStatus(kind, name, component, desired, ready, observed and updated >= desired)
 
 
 def running_slurm_nodes(kube: Kube, bundle: Bundle) -> list[str]:
-    """Slurm node names of the pool pods that are Ready now (<pool>-<ordinal>)."""
+    """Slurm node names of the slurmd pods that are Ready now: <pool>-<ordinal> for pool pods, the
+    Kubernetes node's name for side-by-side pods."""
     pods = list_pods(kube, bundle, component=naming.WORKER)
     nodes = []
     for pod in pods:
-        pool = (pod["metadata"].get("labels") or {}).get(naming.LABEL_POOL)
+        labels = pod["metadata"].get("labels") or {}
+        if naming.LABEL_SHAPE in labels:
+            if pod_ready(pod) and (pod.get("spec") or {}).get("nodeName"):
+                nodes.append(pod["spec"]["nodeName"])
+            continue
+        pool = labels.get(naming.LABEL_POOL)
         ordinal = pod["metadata"]["name"].rsplit("-", 1)[-1]
         # A per-leaf StatefulSet of a topology numbers its pods from its first node.
         first = int((pod["metadata"].get("annotations") or {}).get(naming.ANNOTATION_FIRST_NODE, "0"))

@@ -150,3 +150,35 @@ def test_exec_failures_while_the_controller_starts_are_retried(stub, kubeconfig,
 ], ids=["idle-alloc", "maintenance-planned-suffix", "powered-off", "not-responding", "missing-node", "future"])
 def test_which_nodes_count_as_registered(sinfo, expected):
     assert unregistered(["cpu-0", "cpu-1"], parse_sinfo_nodes(sinfo)) == expected
+
+
+SBS_POD = str(KIND_DEV).replace("kind-dev.yaml", "side-by-side-pod.yaml")
+
+
+def test_a_side_by_side_daemonset_is_awaited_by_its_live_counts_and_its_node_in_slurm(stub, kubeconfig, up):
+    """A DaemonSet has no replicas: its pods are as many as the nodes it selects (status), and its
+    slurmd's Slurm node is the Kubernetes node the pod runs on."""
+    stub.auto_ready = False
+    up(SBS_POD)
+    bundle = render(read_profile(SBS_POD))
+    daemonsets = stub.store[("", "", APPS + "/daemonsets")]
+    (name,) = daemonsets
+    make_ready(stub, bundle)
+    daemonsets[name]["status"] = {"observedGeneration": 1, "desiredNumberScheduled": 1, "numberReady": 0,
+                                  "updatedNumberScheduled": 1}
+    labels = bundle.of_kind("DaemonSet")[0]["spec"]["template"]["metadata"]["labels"]
+    pod = make_pod(f"{name}-x7k2p", labels, False)
+    pod["spec"]["nodeName"] = "slurmk8s-sbs-worker2"
+    stub.seed(PODS, pod)
+
+    def ready_later(sleeps: int) -> None:
+        if sleeps == 2:
+            daemonsets[name]["status"]["numberReady"] = 1
+            stub.store[("", "", PODS)][pod["metadata"]["name"]]["status"]["conditions"][0]["status"] = "True"
+    sinfo_answers = iter(["cpu-0 idle\nslurmk8s-sbs-worker2 unknown*\n", "cpu-0 idle\nslurmk8s-sbs-worker2 idle\n"])
+    lines: list[str] = []
+    fake = FakeTime(on_sleep=ready_later)
+    waiter(kubeconfig, bundle, lambda command: next(sinfo_answers), fake, lines=lines).wait()
+    assert lines[0].endswith("worker 1/2, login 1/1")  # the pool's pod Ready, the DaemonSet's not yet
+    assert lines[-2:] == ["slurm: waiting for slurmk8s-sbs-worker2 (unknown*)",
+                          "slurm: all 2 running node(s) registered with slurmctld"]

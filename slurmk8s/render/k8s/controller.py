@@ -29,7 +29,9 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     volumes = volume_config(profile) + jwt_volumes
     # SlurmUser owns its state and run directories (slurmctld runs as SlurmUser, not root)
     extra_mounts = [{"name": "statesave", "mountPath": STATE_SAVE}, {"name": "run", "mountPath": RUN_DIR}] + jwt_mounts
-    script = [f"chown slurm:slurm {STATE_SAVE} {RUN_DIR}"] + jwt_script
+    # A provisioner may hand out the claim 0777 (local-path does): slurmctld calls a world-writable
+    # StateSaveLocation a "SEVERE SECURITY VULNERABILITY" (found on kind).
+    script = [f"chown slurm:slurm {STATE_SAVE} {RUN_DIR}", f"chmod 0700 {STATE_SAVE}"] + jwt_script
     slurmctld = {
         "name": "slurmctld",
         "image": image,

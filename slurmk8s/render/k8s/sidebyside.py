@@ -11,7 +11,7 @@ from slurmk8s.render.k8s.common import (
 )
 from slurmk8s.render.k8s.workers import slurmd_volumes
 
-LABEL_SHAPE = "slurmk8s.io/shape"
+LABEL_SHAPE = naming.LABEL_SHAPE
 
 
 def daemonset_name(profile: Profile, shape: str) -> str:
