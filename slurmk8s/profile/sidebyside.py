@@ -253,7 +253,9 @@ def check_shape(shape: NodeShape, raw: dict[str, Any], at: tuple, mode: str) -> 
         both = set(share.cpus) & set(other_share.cpus)
         if both:
             out.append((at + (side, "cpus"), f"{who}: CPUs {_ids(both)} are both {_label(other)} and {_label(side)}", False))
-    if not (node_cpus - set(shape.slurm.cpus) - set(shape.system.cpus)):
+    # In pod mode Kubernetes' pods also run on the system CPUs (the kubelet's shared pool holds
+    # reservedSystemCPUs), so only host mode needs a CPU of Kubernetes' own.
+    if mode != POD and not (node_cpus - set(shape.slurm.cpus) - set(shape.system.cpus)):
         out.append((at + ("slurm", "cpus"), f"{who}: Slurm and the system reserve take every CPU; "
                     "Kubernetes needs at least one", False))
     if shape.slurm.memory_mib < MIN_SLURM_MEMORY_MIB:

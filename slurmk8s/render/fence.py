@@ -25,7 +25,7 @@ class FencePlan:
 
     shape: NodeShape
     mode: str
-    slurm_cpus: tuple[int, ...]          # host: the CPU ids slurmd's slice allows; pod: () (kubelet picks)
+    slurm_cpus: tuple[int, ...]          # host: the CPU ids slurmd's slice allows; pod: those the kubelet must pick
     slurm_cpu_count: int                 # Slurm CPUs= (what slurmd's cgroup or pod holds)
     slurm_memory_mib: int                # Slurm RealMemory (= slice MemoryMax / pod memory limit)
     slurm_mem_spec_mib: int              # MemSpecLimit, inside RealMemory
@@ -59,7 +59,9 @@ def plan_shape(shape: NodeShape, mode: str) -> FencePlan:
         # The slurmd pod is one of the kubelet's Guaranteed pods: only the system is reserved.
         reserved = shape.system.cpus
         reserved_mib = shape.system.memory_mib
-        slurm_cpus = ()
+        # The static CPU manager picks the slurmd pod's CPUs; slurmd checks at start that they
+        # are these (slurm.conf's CpuSpecList is written for them).
+        slurm_cpus = shape.slurm.cpus
         kube_cpus = tuple(sorted(node - set(reserved)))
         kube_gpus = shape.gpus
     return FencePlan(
@@ -108,10 +110,9 @@ def fence_table(profile: Profile) -> str:
     for plan in plans(profile):
         s = plan.shape
         nodes = ",".join(s.nodes) if s.nodes else ",".join(f"{k}={v}" for k, v in s.node_selector)
-        if plan.mode == HOST:
-            slurm_cpu = f"{format_cpulist(plan.slurm_cpus)}{_numa_of(plan.slurm_cpus, s)}"
-        else:
-            slurm_cpu = f"{plan.slurm_cpu_count} exclusive (static CPU manager)"
+        slurm_cpu = f"{format_cpulist(plan.slurm_cpus)}{_numa_of(plan.slurm_cpus, s)}"
+        if plan.mode != HOST:
+            slurm_cpu += " exclusive (static CPU manager)"
         rows = [
             ("", "CPUs", "memory", "GPUs"),
             ("node", f"{format_cpulist(s.cpus)}", from_mib(s.memory_mib), _gpus(s.gpus)),
@@ -153,16 +154,18 @@ def shared_slurm_nodes(profile: Profile) -> list[dict[str, object]]:
 
     CLOUD: slurmctld runs in a pod and cannot resolve node hostnames through cluster DNS;
     a CLOUD node's address is taken from its registration instead.
-    Host mode declares every CPU of the node and the ones that are not Slurm's as CpuSpecList:
-    slurmd reads the whole machine's topology (not its slice's), and Slurm's CPU ids are
-    machine ids only when the node is described whole; jobs never get a CpuSpecList CPU.
+    Every CPU of the node is declared, and the ones that are not Slurm's are CpuSpecList:
+    slurmd reads the whole machine's topology (not its slice's or its pod's), and Slurm's CPU ids
+    are machine ids only when the node is described whole; jobs never get a CpuSpecList CPU.
+    (Declaring only Slurm's count in pod mode bound jobs to CPU 0, outside the pod's cpuset:
+    every step failed to start, found on kind with the static CPU manager.)
     """
     return [
         {
             "names": ",".join(p.shape.nodes),
             "hostnames": ",".join(p.shape.nodes),
-            "cpus": len(p.shape.cpus) if p.mode == HOST else p.slurm_cpu_count,
-            "cpu_spec_list": format_cpulist(set(p.shape.cpus) - set(p.slurm_cpus)) if p.mode == HOST else "",
+            "cpus": len(p.shape.cpus),
+            "cpu_spec_list": format_cpulist(set(p.shape.cpus) - set(p.slurm_cpus)),
             "real_memory": p.slurm_memory_mib,
             "mem_spec_limit": p.slurm_mem_spec_mib,
             "gres": gres_of_shape(p.shape),
@@ -183,9 +186,8 @@ def shared_partition(profile: Profile) -> dict[str, object] | None:
 
 
 def task_plugin_param(profile: Profile) -> str:
-    """TaskPluginParam: SlurmdOffSpec keeps slurmd off the CpuSpecList CPUs (Kubernetes'), inside its slice."""
-    sbs = profile.side_by_side
-    return "SlurmdOffSpec" if sbs and sbs.mode == HOST else ""
+    """TaskPluginParam: SlurmdOffSpec keeps slurmd off the CpuSpecList CPUs (Kubernetes'), inside its slice or pod."""
+    return "SlurmdOffSpec" if profile.side_by_side else ""
 
 
 def shared_nodes_have_gpus(profile: Profile) -> bool:

@@ -23,18 +23,12 @@ SLURM_CPU = "1"
 
 
 def this_machine(profile: dict) -> None:
-    """The shape of a kind node on this machine: CPU 0 for the system (the kubelet reserves it),
-    CPU 1 exclusively for Slurm, the rest for Kubernetes.
-
-    The fence demands at least one CPU for Kubernetes. On a 2-CPU machine there is none left,
-    so the shape then declares a third CPU for Kubernetes that the node lacks; what the tests
-    check (the reserved CPU 0, Slurm's exclusive CPU 1) is real either way.
-    """
-    last = max(os.cpu_count() - 1, 2)
+    """The shape of a kind node on this machine: CPU 0 reserved for the system (the kind config's
+    reserved-cpus), CPU 1 exclusively Slurm's, the rest (if any) Kubernetes'."""
     # The pool elastic from 0: its 1-CPU pod and the Slurm daemons fit the other 2-CPU worker.
     profile["spec"]["pools"][0].update(replicas=0, minReplicas=0, maxReplicas=1)
     shape = profile["spec"]["sideBySide"]["shapes"][0]
-    shape.update(cpus=f"0-{last}", memory="4Gi", system={"cpus": "0", "memory": "512Mi"},
+    shape.update(cpus=f"0-{os.cpu_count() - 1}", memory="4Gi", system={"cpus": "0", "memory": "512Mi"},
                  slurm={"cpus": SLURM_CPU, "memory": "1Gi"})
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.quantity import to_mib
 from slurmk8s.render import render
 
@@ -47,7 +48,11 @@ def test_pod_mode_daemonset_is_guaranteed_and_equals_slurms_node_definition() ->
         assert c["resources"]["requests"] == c["resources"]["limits"], c["name"]
     slurmd = pod["containers"][0]["resources"]["limits"]
     node = re.search(r"^NodeName=slurmk8s-sbs-worker2 .*$", bundle.files["slurm.conf"], re.M).group(0)
-    assert f"CPUs={slurmd['cpu']} " in node and slurmd["cpu"].isdigit()
+    # the whole node is declared; the CPUs that are not the pod's are CpuSpecList
+    cpus = int(re.search(r" CPUs=(\d+) ", node).group(1))
+    spec = re.search(r" CpuSpecList=(\S+) ", node).group(1)
+    assert cpus - len(parse_cpulist(spec)) == int(slurmd["cpu"]) and slurmd["cpu"].isdigit()
+    assert f'"$have" != "{format_cpulist(profile.side_by_side.shapes[0].slurm.cpus)}"' in pod["containers"][0]["command"][2]
     assert f"RealMemory={to_mib(slurmd['memory'])} " in node
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"][0]["values"] == ["slurmk8s-sbs-worker2"]
@@ -100,3 +105,17 @@ def test_host_mode_and_no_side_by_side_prefer_no_nodes() -> None:
         for obj in render(read_profile(path)).objects:
             if obj["kind"] in ("StatefulSet", "Deployment", "DaemonSet"):
                 assert "preferredDuringSchedulingIgnoredDuringExecution" not in str(obj), obj["metadata"]["name"]
+
+
+def test_pod_mode_may_leave_kubernetes_only_the_system_cpus(tmp_path: Path) -> None:
+    """On a 2-CPU node: CPU 0 reserved (Kubernetes' pods share it with the system), CPU 1 Slurm's."""
+    text = POD.read_text().replace('cpus: "0-3"', 'cpus: "0-1"').replace('slurm: {cpus: "1-2", memory: 2Gi}',
+                                                                        'slurm: {cpus: "1", memory: 2Gi}')
+    small = tmp_path / "small.yaml"
+    small.write_text(text)
+    conf = render(read_profile(small)).files["slurm.conf"]
+    assert re.search(r"^NodeName=slurmk8s-sbs-worker2 .* CPUs=2 .*CpuSpecList=0 ", conf, re.M)
+    host = tmp_path / "host.yaml"
+    host.write_text(text.replace("mode: pod", "mode: host"))
+    refused = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", str(host)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "Kubernetes needs at least one" in refused.stderr

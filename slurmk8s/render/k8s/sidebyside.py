@@ -5,6 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.quantity import from_mib
+from slurmk8s.profile.sidebyside import format_cpulist
 from slurmk8s.render.fence import FencePlan, plans
 from slurmk8s.render.k8s.common import (
     Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
@@ -25,6 +26,22 @@ def _guaranteed(container: Obj) -> Obj:
     return {**container, "resources": {"requests": dict(limits), "limits": dict(limits)}}
 
 
+def slurmd_start_script(plan: FencePlan) -> str:
+    """Refuse to start on other CPUs than slurm.conf's: CpuSpecList names every other CPU of the node,
+    so on CPUs the kubelet chose differently every job step would fail to start."""
+    want = format_cpulist(plan.slurm_cpus)
+    return "\n".join([
+        "set -eu",
+        "have=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)",
+        f'if [ "$have" != "{want}" ]; then',
+        f'  echo "slurmd: the kubelet gave this pod CPUs $have, but slurm.conf declares Slurm\'s CPUs {want} on $NODE_NAME'
+        f' (shape {plan.shape.name}); a Guaranteed pod that started first may hold them" >&2',
+        "  exit 1",
+        "fi",
+        'exec slurmd -D -b -N "$NODE_NAME"',
+    ]) + "\n"
+
+
 def slurmd_resources(plan: FencePlan) -> Obj:
     """Whole CPUs and memory, requests = limits: the static CPU manager pins exactly these CPUs."""
     limits = {"cpu": str(plan.slurm_cpu_count), "memory": from_mib(plan.slurm_memory_mib)}
@@ -41,7 +58,7 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         # The Slurm NodeName is the Kubernetes node's name (slurm.conf declares each one); -b as for pools.
-        "command": ["slurmd", "-D", "-b", "-N", "$(NODE_NAME)"],
+        "command": ["/bin/sh", "-c", slurmd_start_script(plan)],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
