@@ -1,7 +1,7 @@
 """Pod sandboxes: one network namespace + UTS/mount namespace per pod, all on one bridge.
 
 A lab (``LabNetwork``) owns a Linux bridge with a /24 out of 198.18.0.0/15 (reserved for
-tests): no default route, no NAT, nothing forwarded off the bridge, so pods reach only
+tests; by default out of its lower half, 198.18.0.0/16): no default route, no NAT, nothing forwarded off the bridge, so pods reach only
 each other and the host's bridge address. Each pod (``PodSandbox``) is a named netns with
 a veth on that bridge; its processes are started through ``podinit`` in fresh UTS + mount
 namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device nodes.
@@ -34,6 +34,9 @@ from slurmk8s.lab.errors import LabError, LabUnavailable
 
 STATE_DIR = Path("/run/slurmk8s/labs")
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")
+# Default lab subnets come from the lower half only: 198.19.0.0/16 is left to the kind/podman
+# networks of the e2e suite, which may share this host with labs.
+LAB_NET = ipaddress.ip_network("198.18.0.0/16")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PODINIT = Path(podinit.__file__).resolve()
 TOOL_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
@@ -88,9 +91,9 @@ def lab_prefix(lab_id: str) -> str:
 
 
 def default_subnet(lab_id: str) -> ipaddress.IPv4Network:
-    """The lab's /24 in 198.18.0.0/15, chosen by the id's hash so that labs rarely collide."""
-    index = int(hashlib.sha1(lab_id.encode()).hexdigest()[6:12], 16) % 512
-    return ipaddress.ip_network(f"198.{18 + index // 256}.{index % 256}.0/24")
+    """The lab's /24 in 198.18.0.0/16, chosen by the id's hash so that labs rarely collide."""
+    index = int(hashlib.sha1(lab_id.encode()).hexdigest()[6:12], 16) % 2 ** (24 - LAB_NET.prefixlen)
+    return ipaddress.ip_network((int(LAB_NET.network_address) + (index << 8), 24))
 
 
 def _state_file(lab_id: str) -> Path:

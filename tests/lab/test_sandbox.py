@@ -138,6 +138,19 @@ def test_lab_names_fit_interface_limits():
         LabNetwork("Bad_Id")
 
 
+def test_default_subnets_stay_out_of_the_e2e_half_of_the_test_block():
+    import ipaddress
+    subnets = {LabNetwork(f"lab-{i}").subnet for i in range(2000)}
+    e2e = ipaddress.ip_network("198.19.0.0/16")
+    assert all(s.prefixlen == 24 and s.subnet_of(ipaddress.ip_network("198.18.0.0/16")) for s in subnets), \
+        sorted(str(s) for s in subnets if s.subnet_of(e2e))
+    assert len(subnets) > 200  # the hash still spreads labs over the whole /16
+    # an explicit subnet may still be anywhere in 198.18.0.0/15, and nowhere else
+    assert str(LabNetwork("x", subnet="198.19.7.0/24").subnet) == "198.19.7.0/24"
+    with pytest.raises(LabError, match=r"lab subnet 198.20.0.0/24: expected a /24 inside 198.18.0.0/15"):
+        LabNetwork("x", subnet="198.20.0.0/24")
+
+
 # ---------------------------------------------------------------- namespaces (root)
 
 
