@@ -29,7 +29,8 @@ def exec_(profile: str = typer.Argument(..., help="Cluster profile."),
     done = lab_exec(profile, list(command), pod)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
-    raise typer.Exit(done.returncode)
+    # A command killed by signal N exits 128 + N, as in a shell.
+    raise typer.Exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)
 
 
 @lab_app.command("down")
