@@ -13,11 +13,12 @@ import pytest
 
 
 def wait_for(what: str, observe: Callable[[], Any], until: Callable[[Any], object] = bool,
-             deadline_s: float = 60, every_s: float = 0.2) -> Any:
+             deadline_s: float = 60, every_s: float = 0.2, explain: Callable[[], str] | None = None) -> Any:
     """Poll observe() until until(value) holds; return that value.
 
-    Past the deadline the test fails with `what`, the last value seen and the last error
-    observe() raised (an error is "not yet": a daemon still starting answers with one).
+    Past the deadline the test fails with `what`, the last value seen, the last error
+    observe() raised (an error is "not yet": a daemon still starting answers with one) and
+    what explain() adds (a daemon's log, say).
     """
     end = time.monotonic() + deadline_s
     seen: Any = "nothing (every poll failed)"
@@ -31,5 +32,7 @@ def wait_for(what: str, observe: Callable[[], Any], until: Callable[[Any], objec
             error = e
         if time.monotonic() >= end:
             detail = f"; last error: {type(error).__name__}: {error}" if error is not None else ""
+            if explain is not None:
+                detail += "\n" + explain()
             pytest.fail(f"{what}: not within {deadline_s:g} s; last seen: {seen!r}{detail}", pytrace=False)
         time.sleep(min(every_s, max(0.0, end - time.monotonic())))

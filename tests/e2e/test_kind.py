@@ -11,10 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -82,13 +83,9 @@ def test_up_run_a_job_status_noop_up_down(kubeconfig):
 
     job = login_exec(kubeconfig, "sbatch", "--parsable", "--nodes=2", "--wrap", "srun hostname").strip()
     assert job.split(";")[0].isdigit(), job
-    state = ""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        state = login_exec(kubeconfig, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State").strip()
-        if state and state not in ("PENDING", "RUNNING", "COMPLETING"):
-            break
-        time.sleep(3)
+    state = wait_for(f"job {job} finished", deadline_s=300, every_s=3,
+                     observe=lambda: login_exec(kubeconfig, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State").strip(),
+                     until=lambda s: s and s not in ("PENDING", "RUNNING", "COMPLETING"))
     assert state == "COMPLETED"
 
     status = slurmk8s(kubeconfig, "status", PROFILE)
