@@ -82,10 +82,13 @@ def checked_target(bundle: Bundle, pool: str, replicas: int) -> str:
 
 
 def powering_down(slurm: SlurmFn, nodes: list[str]) -> list[str]:
-    """Those of nodes that Slurm is powering down, or about to (state flags POWERING_DOWN, POWER_DOWN)."""
-    out = slurm(["scontrol", "-o", "show", "node", ",".join(nodes)])
-    found = (re.search(r"NodeName=(\S+).* State=(\S+)", line) for line in out.splitlines())
-    return [m.group(1) for m in found if m and {"POWERING_DOWN", "POWER_DOWN"} & set(m.group(2).split("+"))]
+    """Those of nodes that Slurm is powering down, or is about to (sinfo's state suffixes % and !).
+
+    sinfo, not scontrol: 22.05 hides powered-down CLOUD nodes, and scontrol fails on a hidden one.
+    """
+    out = slurm(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N %t"])
+    states = dict(line.split() for line in out.splitlines() if line.strip())
+    return sorted(n for n, state in states.items() if {"%", "!"} & set(state.lstrip("abcdefghijklmnopqrstuvwxyz")))
 
 
 def wait_power_down_settled(pool: str, nodes: list[str], slurm: SlurmFn, end: float, timeout_s: float,

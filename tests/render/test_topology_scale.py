@@ -21,7 +21,7 @@ DOC = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata
 class FakeCluster:
     """StatefulSet replicas and the Slurm commands scale runs (squeue answers: no jobs).
 
-    `powering_down` nodes show POWERING_DOWN for that many `scontrol show node` queries; when
+    `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when
     the last finishes, `after_power_down` runs (what the SuspendProgram does to the replicas).
     """
 
@@ -33,18 +33,17 @@ class FakeCluster:
     def access(self) -> PoolAccess:
         def slurm(argv):
             self.commands.append(argv)
-            if argv[:4] != ["scontrol", "-o", "show", "node"]:
+            if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
                 return ""
             if self.polls == 0 and self.powering_down:
                 self.powering_down = ()
                 self.after_power_down(self.replicas)
             self.polls = max(0, self.polls - 1)
-            return "".join(f"NodeName={n} Arch=x86_64 State={'IDLE+CLOUD+POWERING_DOWN' if n in self.powering_down else 'IDLE'}"
-                           f" ThreadsPerCore=1\n" for n in argv[4].split(","))
+            return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
         return PoolAccess(self.replicas.__getitem__, self.replicas.__setitem__, slurm)
 
     def queries(self) -> list[list[str]]:
-        return [c for c in self.commands if c[:4] == ["scontrol", "-o", "show", "node"]]
+        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"]]
 
 
 @pytest.fixture
@@ -62,7 +61,7 @@ def test_scale_up_fills_leaves_in_node_order(bundle):
     cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
     assert scale_pool(bundle, "cpu", 5, cluster.access(), log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
-    assert cluster.commands == [["scontrol", "-o", "show", "node", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4"]]
+    assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"]]
 
 
 def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_after(bundle):
@@ -88,7 +87,7 @@ def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(bundle):
     cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 4})
     assert scale_pool(bundle, "cpu", 3, cluster.access(), log=lambda line: None, poll_s=0) == 5
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
-    assert cluster.commands[0] == ["scontrol", "-o", "show", "node", "cpu-0,cpu-1,cpu-2"]  # none powering down
+    assert cluster.commands[0] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N %t"]  # none powering down
     assert cluster.commands[1][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
     assert cluster.commands[1][3] == "state=drain"
 
