@@ -11,7 +11,6 @@ leaf j gets clamp(N - offset_j, 0, slots_j) pods; every node above N in any leaf
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable
