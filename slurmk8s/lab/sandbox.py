@@ -1,10 +1,11 @@
 """Pod sandboxes: one network namespace + UTS/mount namespace per pod, all on one bridge.
 
 A lab (``LabNetwork``) owns a Linux bridge with a /24 out of 198.18.0.0/15 (reserved for
-tests; by default out of its lower half, 198.18.0.0/16): no default route, no NAT, nothing forwarded off the bridge, so pods reach only
-each other and the host's bridge address. Each pod (``PodSandbox``) is a named netns with
-a veth on that bridge; its processes are started through ``podinit`` in fresh UTS + mount
-namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device nodes.
+tests; by default out of 198.18.0.0/16): no default route, no NAT, nothing forwarded off the
+bridge, so pods reach only each other and the host's bridge address. Each pod (``PodSandbox``)
+is a named netns with a veth on that bridge; its processes are started through ``podinit`` in
+fresh UTS + mount namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device
+nodes.
 
 Everything a lab creates is named from the lab id, and recorded in a state file under
 /run/slurmk8s/labs, so that ``teardown(lab_id)`` can clean up after a crash from another

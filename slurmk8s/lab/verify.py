@@ -48,14 +48,14 @@ def running_nodes(lab: Lab) -> dict[str, str]:
 
 
 def partitions(lab: Lab, bundle: Bundle) -> dict[str, list[str]]:
-    """Partition -> its Slurm nodes (Slurm's expansion), in the rendered order, the default first."""
-    conf = bundle.files["slurm.conf"]
-    found = {m.group(1): (expand(lab, m.group(2)), "Default=YES" in m.group(3).split())
-             for m in re.finditer(r"^PartitionName=(\S+) Nodes=(\S+)(.*)$", conf, re.M)}
-    return {name: nodes for name, (nodes, _) in sorted(found.items(), key=lambda item: not item[1][1])}
+    """Partition -> its Slurm nodes (Slurm's expansion), the default first, then in the rendered order."""
+    found = [(m.group(1), m.group(2), "Default=YES" in m.group(3).split())
+             for m in re.finditer(r"^PartitionName=(\S+) Nodes=(\S+)(.*)$", bundle.files["slurm.conf"], re.M)]
+    found.sort(key=lambda part: not part[2])  # stable
+    return {name: expand(lab, nodes) for name, nodes, _ in found}
 
 
-def hostlist(nodes: list[str]) -> str:
+def node_list(nodes) -> str:
     """Nodes as one -w argument (Slurm accepts a comma-separated list)."""
     return ",".join(sorted(nodes))
 
@@ -131,7 +131,7 @@ def per_partition(lab: Lab, bundle: Bundle, what: str, check: Callable[[str, dic
 def check_srun_hostnames(lab: Lab, bundle: Bundle) -> list[Check]:
     """In each partition, srun on its running nodes prints exactly their pod hostnames."""
     def one(part: str, nodes: dict[str, str]) -> Check:
-        argv = ["srun", "-p", part, "-w", hostlist(list(nodes)), f"-N{len(nodes)}", "hostname"]
+        argv = ["srun", "-p", part, "-w", node_list(nodes), f"-N{len(nodes)}", "hostname"]
 
         def run() -> Check:
             got, want = sorted(_run(lab, argv).split()), sorted(nodes.values())
@@ -170,7 +170,7 @@ def check_sbatch(lab: Lab, bundle: Bundle) -> list[Check]:
     """In each partition, a batch job over its running nodes reaches COMPLETED."""
     def one(part: str, nodes: dict[str, str]) -> Check:
         def run() -> Check:
-            job = submit(lab, "-p", part, "-w", hostlist(list(nodes)), f"-N{len(nodes)}", "--wrap", "srun true")
+            job = submit(lab, "-p", part, "-w", node_list(nodes), f"-N{len(nodes)}", "--wrap", "srun true")
             state = wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})
             return Check(f"sbatch job completes in partition {part}", state == "COMPLETED", f"job {job} {state}")
         return guarded(f"sbatch job completes in partition {part}", run)
@@ -256,7 +256,8 @@ def check_elastic_resume(lab: Lab, bundle: Bundle) -> list[Check]:
     if "ResumeProgram=" not in conf or not timeout:
         return [Check("resume of a powered-down node", True, "no power saving in this profile", applies=False)]
     running, parts = running_nodes(lab), partitions(lab, bundle)
-    results, pools = [], {}
+    results: list[Check] = []
+    pools: dict[str, list[Pod]] = {}  # elastic pool -> its members that do not run
     for w in workloads(bundle):
         pool = w["metadata"].get("labels", {}).get(naming.LABEL_POOL)
         floor = w["metadata"].get("annotations", {}).get(naming.ANNOTATION_MIN_REPLICAS)
