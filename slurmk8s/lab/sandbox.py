@@ -166,6 +166,9 @@ class LabNetwork:
         if self.subnet.prefixlen != 24 or not self.subnet.subnet_of(TEST_NET):
             raise LabError(f"lab subnet {self.subnet}: expected a /24 inside {TEST_NET} (reserved for tests)")
         self.gateway = str(self.subnet.network_address + 1)
+        # locally administered, unicast, fixed for the lab's life
+        self.bridge_mac = "02:" + ":".join(hashlib.sha1(f"{lab_id}/bridge".encode()).hexdigest()[i:i + 2]
+                                           for i in range(0, 10, 2))
         self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
         self.pods: dict[str, PodSandbox] = {}
         self._cgroups_seen: set[str] = set()  # of removed pods too: their dirs may outlive them
@@ -192,7 +195,11 @@ class LabNetwork:
             raise LabError(f"lab subnet {self.subnet} is already in use on this host: pass another subnet")
         self.lab_dir.mkdir(parents=True, exist_ok=True)
         self.save()  # first, so that a failure below is still cleaned up by teardown
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"create bridge {self.bridge}")
+        # A bridge whose address is not set takes the lowest of its ports' addresses, so it changes
+        # as pods come and go; the pods' ARP entries for the gateway (where the scale API answers)
+        # then point at the old one and their requests stall until the entry is probed again.
+        _run(["ip", "link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge"],
+             f"create bridge {self.bridge}")
         _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge], f"address bridge {self.bridge}")
         _run(["ip", "link", "set", self.bridge, "up"], f"bring up bridge {self.bridge}")
         return self

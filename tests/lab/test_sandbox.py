@@ -297,6 +297,33 @@ def test_teardown_removes_everything_and_can_run_twice(needs_root, tmp_path):
 
 
 @pytest.mark.lab
+def test_the_bridge_keeps_its_address_and_pods_keep_reaching_the_gateway(net):
+    """An unset bridge address follows the lowest port's, so it changed as pods came and went, and
+    pods' ARP entries for the gateway (where the lab's scale API answers) went stale: requests stalled."""
+    address = Path(f"/sys/class/net/{net.bridge}/address")
+    assert address.read_text().strip() == net.bridge_mac
+    server = socket.create_server((net.gateway, 7001))
+    server.settimeout(10)
+    try:
+        _, _, c = (net.add_pod(n, f"{net.lab_id}-{n}") for n in "abc")
+        c.start(["sleep", "600"], PATH_ENV)  # something to exec beside
+        probe = f"import socket; socket.create_connection(('{net.gateway}', 7001), timeout=2).close()"
+
+        def reach(pod) -> None:
+            client = pod.exec_in([sys.executable, "-I", "-c", probe], env=PATH_ENV, timeout=10)
+            server.accept()[0].close()
+            assert client.returncode == 0, client.stderr
+        reach(c)  # c learns the gateway's address
+        net.remove_pod("a")
+        net.remove_pod("b")
+        net.add_pod("d", f"{net.lab_id}-d")
+        assert address.read_text().strip() == net.bridge_mac
+        reach(c)  # at once, with what it learned before
+    finally:
+        server.close()
+
+
+@pytest.mark.lab
 def test_two_labs_coexist(needs_root, tmp_path):
     ids = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
     try:
