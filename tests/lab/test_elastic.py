@@ -98,7 +98,8 @@ def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_the
     lines: list[str] = []
     scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lines.append)
     assert lines[0].startswith("pool cpu: waiting for Slurm to finish powering down cpu-"), lines
-    assert lines[-1] == "pool cpu: 1 -> 3 replicas", lines  # read after the SuspendProgram had taken the pool down
+    # read after the SuspendProgram had taken the pool down
+    assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {node_states(lab)}"
     cluster.wait_nodes_idle(lab)
     job = verify.submit(lab, "-N2", "-w", "cpu-[1-2]", "--wrap", "srun hostname")
     state = verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"}, deadline_s=60)
