@@ -17,6 +17,7 @@ from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.access import lab_pool_access
 from slurmk8s.render import render
 
+import slurmfacts
 from labenv import lab_unavailable
 from waiting import wait_for
 
@@ -43,24 +44,15 @@ def pods_running(lab) -> list[str]:
     return sorted(p.name for p in lab.pods if p.owner == STS)
 
 
-def node_states(lab) -> dict[str, str]:
-    """Slurm node -> its state as sinfo abbreviates it (idle, idle~ powered down, idle% powering down, alloc ...)."""
-    out = lab.exec(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15).stdout
-    return dict(line.split() for line in out.splitlines() if line.strip())
-
-
 def job_record(lab, job: str) -> dict[str, str]:
-    """The job as slurmdbd recorded it (sacct): End in epoch seconds, the allocation expanded by Slurm."""
-    line = lab.exec(["env", "SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P", "-j", job, "-o", "State,ExitCode,NodeList,End"],
-                    timeout=15).stdout.strip()
-    state, code, nodes, end = line.split("|")
-    hosts = lab.exec(["scontrol", "show", "hostnames", nodes], timeout=15).stdout.split()
-    return {"State": state, "ExitCode": code, "Nodes": ",".join(sorted(hosts)), "End": end}
+    """The job as slurmdbd recorded it (sacct), with its nodes as Slurm expands them, comma-joined."""
+    record = slurmfacts.jobs(lab, job).get(job, {})
+    return {**record, "Nodes": ",".join(sorted(slurmfacts.hostnames(lab, record.get("NodeList", ""))))}
 
 
 def test_a_job_needing_more_nodes_resumes_them_and_completes_within_resume_timeout(lab):
     assert pods_running(lab) == ["elastic-cpu-0"]
-    states = node_states(lab)
+    states = slurmfacts.node_states(lab)
     assert (states["cpu-0"], states["cpu-1"], states["cpu-2"]) == ("idle", "idle~", "idle~"), states
     started = time.monotonic()
     job = verify.submit(lab, "-N3", "--wrap", "srun hostname")
@@ -69,7 +61,7 @@ def test_a_job_needing_more_nodes_resumes_them_and_completes_within_resume_timeo
     assert state == "COMPLETED", f"job {job} {state}"
     assert "ResumeTimeout=120" in lab.bundle.files["slurm.conf"] and took < 120
     assert ("patch", STS, 200) in lab.api.calls  # the real slurmctld ran the rendered ResumeProgram
-    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r["State"] == "COMPLETED")
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
     assert (record["ExitCode"], record["Nodes"]) == ("0:0", "cpu-0,cpu-1,cpu-2"), record
     assert lab.scale_of(STS) == (3, 3) and pods_running(lab) == ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
 
@@ -80,7 +72,7 @@ def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):
         cluster.wait_nodes_idle(lab)
     # SuspendTime 30 s plus Slurm's power-save polling; the pods stop after the SuspendProgram's patch.
     seen = wait_for("cpu-1 and cpu-2 suspended by Slurm and their pods stopped",
-                    lambda: (lab.scale_of(STS), pods_running(lab), node_states(lab)),
+                    lambda: (lab.scale_of(STS), pods_running(lab), slurmfacts.node_states(lab)),
                     until=lambda s: s[0] == (1, 1) and s[1] == ["elastic-cpu-0"]
                     and s[2]["cpu-1"] in ("idle~", "idle%") and s[2]["cpu-2"] in ("idle~", "idle%"),
                     deadline_s=180, every_s=1)
@@ -99,12 +91,12 @@ def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_the
     scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lines.append)
     assert lines[0].startswith("pool cpu: waiting for Slurm to finish powering down cpu-"), lines
     # read after the SuspendProgram had taken the pool down
-    assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {node_states(lab)}"
+    assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {slurmfacts.node_states(lab)}"
     cluster.wait_nodes_idle(lab)
     job = verify.submit(lab, "-N2", "-w", "cpu-[1-2]", "--wrap", "srun hostname")
     state = verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"}, deadline_s=60)
-    assert state == "COMPLETED", f"job {job} {state}: {node_states(lab)}"
-    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r["State"] == "COMPLETED")
+    assert state == "COMPLETED", f"job {job} {state}: {slurmfacts.node_states(lab)}"
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
     assert record["Nodes"] == "cpu-1,cpu-2", record
 
 
@@ -120,12 +112,12 @@ def test_scale_down_waits_for_the_job_on_the_highest_node(lab):
     scale_pool(lab.bundle, "cpu", 1, access, poll_s=0.5, log=lambda line: None)
     assert verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
     assert [size for size, _ in shrinks] == [3]  # the pool shrank once, after the job ended
-    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r["State"] == "COMPLETED")
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
     ended = int(record["End"])
     assert record["Nodes"] == "cpu-2" and ended <= shrinks[0][1], (record, shrinks)  # Slurm's end time: before the shrink
     assert lab.scale_of(STS) == (1, 1) and pods_running(lab) == ["elastic-cpu-0"]
     # handed back to power saving: Slurm powers them down (idle! queued, idle% under way), not drained
-    wait_for("cpu-1 and cpu-2 powered down", lambda: node_states(lab),
+    wait_for("cpu-1 and cpu-2 powered down", lambda: slurmfacts.node_states(lab),
              until=lambda s: s["cpu-1"] == "idle~" and s["cpu-2"] == "idle~", deadline_s=90)
 
 
