@@ -6,6 +6,7 @@ and never load the Kubernetes client.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Optional
 
@@ -98,23 +99,46 @@ def _register_command_groups() -> None:
 _register_command_groups()
 
 
+INTERRUPTED = 130  # 128 + SIGINT
+
 # Typer 0.2x vendors its own click: catch the classes typer raises, whichever click that is.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def main() -> None:
-    """Entry point: our errors print as one clean message with their exit code."""
+    """Entry point: every command's exit code becomes the process's; our errors print as one clean
+    message with theirs; Ctrl-C exits 130 with one line, as shells expect of an interrupted command."""
+    interrupted: list[int] = []
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        # Typer turns KeyboardInterrupt into Exit(130) and click's prompts into Abort: remember
+        # that it was Ctrl-C, whatever it becomes on the way out.
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        code = INTERRUPTED
     except SlurmK8sError as e:
-        print(str(e), file=sys.stderr)
-        sys.exit(e.exit_code)
+        if not interrupted:
+            print(str(e), file=sys.stderr)
+        code = e.exit_code
     except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(1)
+        # Interrupted at a prompt: the message goes below the question, not after it.
+        print("" if interrupted else "aborted", file=sys.stderr)
+        code = 1
     except _ClickException as e:
         e.show()
-        sys.exit(e.exit_code)
+        code = e.exit_code
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        print("interrupted", file=sys.stderr)
+        code = INTERRUPTED
+    # standalone_mode=False hands back typer.Exit's code, or the command's return value (None: success).
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ def exec_(profile: str = typer.Argument(..., help="Cluster profile."),
     done = lab_exec(profile, list(command), pod)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
-    raise typer.Exit(done.returncode)
+    # A command killed by signal N exits 128 + N, as in a shell.
+    raise typer.Exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)
 
 
 @lab_app.command("down")
@@ -46,7 +47,7 @@ def down(profile: str = typer.Argument(..., help="Cluster profile.")) -> None:
 @lab_app.command("verify")
 def verify(profile: str = typer.Argument(..., help="Cluster profile."),
            slurm_rootfs: Optional[str] = typer.Option(None, "--slurm-rootfs", help=ROOTFS_HELP)) -> None:
-    """Boot, run the smoke suite (sinfo, srun, sbatch, GPUs, sacct, restart), tear down; exit 0 or 1."""
+    """Boot, run the smoke suite (sinfo, srun, sbatch, GPUs, sacct, restart, resume), tear down; exit 0 or 1."""
     from slurmk8s.actions.lab import lab_verify
     results = lab_verify(profile, slurm_rootfs)
     for r in results:

@@ -106,3 +106,36 @@ def test_bad_invocations_exit_2_without_traceback(slurmk8s, args: list[str], cod
     got_code, stdout, stderr = slurmk8s(*args)
     assert (got_code, stdout) == (code, "")
     assert stderr.startswith(stderr_start) and "Traceback" not in stderr
+
+
+def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
+    """The real CLI, interrupted at `down --delete-data`'s question (a terminal, so it asks; no cluster needed yet)."""
+    import os
+    import signal
+    import subprocess
+
+    from waiting import wait_for
+
+    master, terminal = os.openpty()
+    env = dict(os.environ, HOME=str(tmp_path), KUBECONFIG=str(tmp_path / "none"))
+    proc = subprocess.Popen([sys.executable, "-m", "slurmk8s.cli", "down", KIND_DEV, "--delete-data"],
+                            stdin=terminal, stdout=terminal, stderr=subprocess.PIPE, env=env, text=True)
+    os.close(terminal)
+    shown = bytearray()
+
+    def read_terminal() -> str:
+        import select
+        while select.select([master], [], [], 0)[0]:
+            shown.extend(os.read(master, 4096))
+        return shown.decode(errors="replace")
+
+    try:
+        wait_for("the confirmation question", read_terminal, until=lambda text: "[y/N]" in text, deadline_s=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        os.close(master)
+    assert proc.returncode == 130, stderr
+    # the prompt itself echoes a space to stderr (Python's readline prompt); the message is a line of its own
+    assert stderr.endswith("\ninterrupted\n") and stderr.strip() == "interrupted", repr(stderr)

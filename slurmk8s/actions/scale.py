@@ -80,10 +80,45 @@ def checked_target(bundle: Bundle, pool: str, replicas: int) -> str:
     return checked_segments(bundle, pool, replicas)[0].statefulset
 
 
+def powering_down(slurm: SlurmFn, nodes: list[str]) -> list[str]:
+    """Those of nodes that Slurm is powering down, or is about to (sinfo's state suffixes % and !).
+
+    sinfo, not scontrol: 22.05 hides powered-down CLOUD nodes, and scontrol fails on a hidden one.
+    """
+    out = slurm(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N %t"])
+    states = dict(line.split() for line in out.splitlines() if line.strip())
+    return sorted(n for n, state in states.items() if {"%", "!"} & set(state.lstrip("abcdefghijklmnopqrstuvwxyz")))
+
+
+def wait_power_down_settled(pool: str, nodes: list[str], slurm: SlurmFn, end: float, timeout_s: float,
+                            poll_s: float, log: Callable[[str], None]) -> None:
+    """Wait until Slurm powers none of nodes down.
+
+    A slurmd that registers while its node is powering down is overruled: Slurm then marks
+    the node powered down while its pod runs, and the next job that needs it waits out
+    ResumeTimeout and leaves it DOWN (seen in the lab on 26.05). SuspendTimeout bounds the wait.
+    """
+    said = False
+    while busy := powering_down(slurm, nodes):
+        if time.monotonic() > end:
+            raise ClusterError(f"pool {pool}: Slurm is still powering down {','.join(busy)} after {timeout_s:.0f} s; "
+                               "nothing was scaled")
+        if not said:
+            log(f"pool {pool}: waiting for Slurm to finish powering down {','.join(busy)}")
+            said = True
+        time.sleep(poll_s)
+
+
 def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, timeout_s: float = 24 * 3600,
                poll_s: float = 2.0, log: Callable[[str], None] = print) -> int:
     """Scale a pool without killing a job; returns the replicas before. UsageError outside min..max."""
     segments = checked_segments(bundle, pool, replicas)
+    end = time.monotonic() + timeout_s
+    # First let Slurm finish powering down any node that is to run: its SuspendProgram may still
+    # lower the replicas, so they are read only after that.
+    staying = [naming.slurm_node_name(pool, s.offset + i) for s in segments for i in range(s.target(replicas))]
+    if staying:
+        wait_power_down_settled(pool, staying, access.slurm, end, timeout_s, poll_s, log)
     live = {s.statefulset: access.get_replicas(s.statefulset) for s in segments}
     current = sum(live.values())
     # Growing never kills anything: at once.
@@ -99,7 +134,6 @@ def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, tim
     nodes = ",".join(going)
     access.slurm(["scontrol", "update", f"nodename={nodes}", "state=drain", f"reason={DRAIN_REASON}"])
     log(f"pool {pool}: draining {nodes}; waiting for their jobs to finish")
-    end = time.monotonic() + timeout_s
     while True:
         jobs = access.slurm(["squeue", "-h", "-w", nodes, "-o", "%i %T"]).split("\n")
         jobs = [j for j in jobs if j.strip()]

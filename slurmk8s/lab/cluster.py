@@ -49,7 +49,13 @@ def lab_dir_of(lab_id: str) -> Path:
 
 @dataclass
 class Lab:
-    """A booted lab: its pods' sandboxes and where their containers' processes are."""
+    """A booted lab: its pods' sandboxes and where their containers' processes are.
+
+    The scale API thread changes pods and replicas while other threads read them: `pods` is
+    replaced, never changed in place, so a reader always holds one whole list; `replicas` is
+    each StatefulSet's spec.replicas (what was asked), and scale_of() also gives its
+    status.replicas (how many of its pods run now), which catches up only as pods start and stop.
+    """
 
     lab_id: str
     lab_dir: Path
@@ -84,7 +90,8 @@ class Lab:
     def __post_init__(self) -> None:
         self._pids: dict[str, dict[str, int]] = {}
         self._procs: dict[tuple[str, str], subprocess.Popen] = {}
-        self._scale_lock = threading.Lock()
+        self._scale_lock = threading.Lock()  # one scale at a time, as one StatefulSet controller
+        self._pods_lock = threading.Lock()  # writers of self.pods
         # Stable sandbox index (and so IP) per possible pod, pool members up to their ceiling.
         self._index: dict[str, int] = {}
         for workload in workloads(self.bundle):
@@ -173,8 +180,9 @@ class Lab:
         cgroups = [pod.slurm_node] if pod.pool else []
         self.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus),
                              index=self._index[pod.name], cgroup_names=cgroups)
-        if pod not in self.pods:
-            self.pods.append(pod)
+        with self._pods_lock:
+            if pod not in self.pods:
+                self.pods = self.pods + [pod]
         materialise_pod(self, pod)
         write_hosts(self)
         for c in pod.init:
@@ -185,13 +193,15 @@ class Lab:
     def stop_pod(self, pod: Pod, grace_s: float = 30) -> None:
         """Delete a pod as the kubelet would: SIGTERM, grace period, SIGKILL; its name stops resolving."""
         self.network.remove_pod(pod.name, grace_s)
-        self.pods.remove(pod)
+        with self._pods_lock:
+            self.pods = [p for p in self.pods if p is not pod]
         self._pids.pop(pod.name, None)
         write_hosts(self)
         self.save()
 
     def scale(self, statefulset: str, replicas: int) -> None:
-        """What the StatefulSet controller does on a scale: add members in order, remove the highest first."""
+        """Record spec.replicas, then do what the StatefulSet controller does: start missing members
+        in order, stop the highest first; returns once the pods match."""
         workload = next((w for w in workloads(self.bundle) if w["metadata"]["name"] == statefulset), None)
         if workload is None or workload["kind"] != "StatefulSet":
             raise KeyError(statefulset)
@@ -199,12 +209,19 @@ class Lab:
             raise LabError(f"{statefulset}: {replicas} replicas is outside 0..{max_replicas(workload)} "
                            "(the lab has sandboxes for the pool's maxReplicas only)")
         with self._scale_lock:
-            current = self.replicas[statefulset]
             self.replicas[statefulset] = replicas
-            for ordinal in range(current, replicas):
-                self.start_pod(pod_for(self.bundle, workload, ordinal))
-            for ordinal in reversed(range(replicas, current)):
-                self.stop_pod(self.pod(naming.pod_name(statefulset, ordinal)))
+            # From the pods that run, not from the previous spec: a scale that failed halfway is finished here.
+            running = {p.ordinal: p for p in self.pods if p.owner == statefulset}
+            for ordinal in range(replicas):
+                if ordinal not in running:
+                    self.start_pod(pod_for(self.bundle, workload, ordinal))
+            for ordinal in sorted((o for o in running if o >= replicas), reverse=True):
+                self.stop_pod(running[ordinal])
+            self.save()
+
+    def scale_of(self, statefulset: str) -> tuple[int, int]:
+        """(spec.replicas, status.replicas) of a StatefulSet; KeyError for one the bundle lacks."""
+        return self.replicas[statefulset], sum(1 for p in self.pods if p.owner == statefulset)
 
     def restart_container(self, pod_name: str, container: str) -> None:
         """Kill one container's process and start it again (init containers do not rerun, as in Kubernetes)."""
@@ -351,7 +368,7 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir).create()
     grants = scale_grants(bundle)
     if any(p.service_account_token for p in pods):
-        lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.replicas.__getitem__, lab.scale, grants)
+        lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.scale_of, lab.scale, grants)
         lab.api.start()
     materialise_secrets(lab)
     lab.save()

@@ -1,10 +1,11 @@
 """Pod sandboxes: one network namespace + UTS/mount namespace per pod, all on one bridge.
 
 A lab (``LabNetwork``) owns a Linux bridge with a /24 out of 198.18.0.0/15 (reserved for
-tests): no default route, no NAT, nothing forwarded off the bridge, so pods reach only
-each other and the host's bridge address. Each pod (``PodSandbox``) is a named netns with
-a veth on that bridge; its processes are started through ``podinit`` in fresh UTS + mount
-namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device nodes.
+tests; by default out of 198.18.0.0/16): no default route, no NAT, nothing forwarded off the
+bridge, so pods reach only each other and the host's bridge address. Each pod (``PodSandbox``)
+is a named netns with a veth on that bridge; its processes are started through ``podinit`` in
+fresh UTS + mount namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device
+nodes.
 
 Everything a lab creates is named from the lab id, and recorded in a state file under
 /run/slurmk8s/labs, so that ``teardown(lab_id)`` can clean up after a crash from another
@@ -34,6 +35,9 @@ from slurmk8s.lab.errors import LabError, LabUnavailable
 
 STATE_DIR = Path("/run/slurmk8s/labs")
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")
+# Default lab subnets come from the lower half only: 198.19.0.0/16 is left to the kind/podman
+# networks of the e2e suite, which may share this host with labs.
+LAB_NET = ipaddress.ip_network("198.18.0.0/16")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PODINIT = Path(podinit.__file__).resolve()
 TOOL_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
@@ -88,9 +92,9 @@ def lab_prefix(lab_id: str) -> str:
 
 
 def default_subnet(lab_id: str) -> ipaddress.IPv4Network:
-    """The lab's /24 in 198.18.0.0/15, chosen by the id's hash so that labs rarely collide."""
-    index = int(hashlib.sha1(lab_id.encode()).hexdigest()[6:12], 16) % 512
-    return ipaddress.ip_network(f"198.{18 + index // 256}.{index % 256}.0/24")
+    """The lab's /24 in 198.18.0.0/16, chosen by the id's hash so that labs rarely collide."""
+    index = int(hashlib.sha1(lab_id.encode()).hexdigest()[6:12], 16) % 2 ** (24 - LAB_NET.prefixlen)
+    return ipaddress.ip_network((int(LAB_NET.network_address) + (index << 8), 24))
 
 
 def _state_file(lab_id: str) -> Path:
@@ -162,6 +166,9 @@ class LabNetwork:
         if self.subnet.prefixlen != 24 or not self.subnet.subnet_of(TEST_NET):
             raise LabError(f"lab subnet {self.subnet}: expected a /24 inside {TEST_NET} (reserved for tests)")
         self.gateway = str(self.subnet.network_address + 1)
+        # locally administered, unicast, fixed for the lab's life
+        self.bridge_mac = "02:" + ":".join(hashlib.sha1(f"{lab_id}/bridge".encode()).hexdigest()[i:i + 2]
+                                           for i in range(0, 10, 2))
         self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
         self.pods: dict[str, PodSandbox] = {}
         self._cgroups_seen: set[str] = set()  # of removed pods too: their dirs may outlive them
@@ -188,7 +195,11 @@ class LabNetwork:
             raise LabError(f"lab subnet {self.subnet} is already in use on this host: pass another subnet")
         self.lab_dir.mkdir(parents=True, exist_ok=True)
         self.save()  # first, so that a failure below is still cleaned up by teardown
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"create bridge {self.bridge}")
+        # A bridge whose address is not set takes the lowest of its ports' addresses, so it changes
+        # as pods come and go; the pods' ARP entries for the gateway (where the scale API answers)
+        # then point at the old one and their requests stall until the entry is probed again.
+        _run(["ip", "link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge"],
+             f"create bridge {self.bridge}")
         _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge], f"address bridge {self.bridge}")
         _run(["ip", "link", "set", self.bridge, "up"], f"bring up bridge {self.bridge}")
         return self

@@ -56,11 +56,14 @@ def scale_grants(bundle: Bundle) -> list[Grant]:
 
 @dataclass
 class ScaleAPI:
-    """HTTPS server on the lab bridge; get_replicas/set_replicas act on the lab's StatefulSets."""
+    """HTTPS server on the lab bridge; get_scale/set_replicas act on the lab's StatefulSets.
+
+    get_scale(name) -> (spec.replicas, status.replicas); set_replicas returns once the pods match.
+    """
 
     address: str
     directory: Path
-    get_replicas: Callable[[str], int]
+    get_scale: Callable[[str], tuple[int, int]]
     set_replicas: Callable[[str, int], None]
     grants: list[Grant]
     port: int = 443  # where kubernetes.default.svc answers
@@ -128,7 +131,7 @@ class ScaleAPI:
                     if verb == "patch":
                         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                         api.set_replicas(name, int(body["spec"]["replicas"]))
-                    replicas = api.get_replicas(name)
+                    replicas, running = api.get_scale(name)
                 except KeyError:
                     api.calls.append((verb, name, 404))
                     return self._reply(404, {"kind": "Status", "code": 404, "message": f"statefulset {name} not found"})
@@ -138,7 +141,7 @@ class ScaleAPI:
                 api.calls.append((verb, name, 200))
                 self._reply(200, {"kind": "Scale", "apiVersion": "autoscaling/v1",
                                   "metadata": {"name": name, "namespace": namespace},
-                                  "spec": {"replicas": replicas}, "status": {"replicas": replicas}})
+                                  "spec": {"replicas": replicas}, "status": {"replicas": running}})
 
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 self._handle("get")

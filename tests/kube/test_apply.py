@@ -43,10 +43,24 @@ def test_every_object_is_server_side_applied_with_our_field_manager(stub, up):
     assert stub.requests[0].authorization == "Bearer stub-token"
 
 
+def worker_stage_applies(bundle):
+    """A matcher for the apply requests of the bundle's worker stage (its pools' StatefulSets and ScaledObjects)."""
+    def when(r) -> bool:
+        if r.method != "PATCH" or not isinstance(r.body, dict) or "kind" not in r.body:
+            return False
+        obj = bundle.find(r.body["kind"], r.body["metadata"]["name"])
+        return obj is not None and STAGE_NAMES[stage_of(obj)] == "worker"
+    return when
+
+
 def test_stages_follow_dependency_order_and_run_in_parallel(stub, up):
-    stub.latency = 0.1  # wide enough that a busy machine still shows the overlap
-    up(GPU_IB, workers=8)
     bundle = bundle_of(GPU_IB)
+    workers = [o for o in bundle.objects if STAGE_NAMES[stage_of(o)] == "worker"]
+    assert sorted(o["kind"] for o in workers) == ["ScaledObject", "StatefulSet", "StatefulSet"]
+    # Two pools (and the ScaledObject of one), one stage: each apply is answered only once all three are in flight.
+    barrier = stub.barrier(len(workers), worker_stage_applies(bundle))
+    up(GPU_IB, workers=8)
+    assert not barrier.broken
     by_name = {("Secret" if r.method == "POST" else r.body["kind"], r.body["metadata"]["name"]): r
                for r in stub.requests if r.method in ("PATCH", "POST")}
     stage_index = {key: (STAGE_NAMES.index("secrets") if key[0] == "Secret" else stage_of(bundle.find(*key)))
@@ -55,16 +69,20 @@ def test_stages_follow_dependency_order_and_run_in_parallel(stub, up):
     assert [STAGE_NAMES[s] for s in stages] == [
         "namespace", "service accounts and RBAC", "secrets", "config maps", "services, claims, policies",
         "mariadb", "accounting", "controller", "worker", "login", "restapi"]
+    # Order is causal, not timed: no request of a stage starts before every request of the stage before was answered.
     for earlier, later in zip(stages, stages[1:]):
         done = max(r.ended for k, r in by_name.items() if stage_index[k] == earlier)
         begun = min(r.started for k, r in by_name.items() if stage_index[k] == later)
         assert done <= begun, f"{STAGE_NAMES[later]} started before {STAGE_NAMES[earlier]} finished"
-    # two pools (and the ScaledObject of one), one stage: the second pool starts before the first is answered
-    # (the ScaledObject's kind is discovered before any write, so it may finish before the pools begin)
-    pools = sorted((r for k, r in by_name.items() if STAGE_NAMES[stage_index[k]] == "worker"), key=lambda r: r.started)
-    assert sorted(r.body["kind"] for r in pools) == ["ScaledObject", "StatefulSet", "StatefulSet"]
-    statefulsets = [r for r in pools if r.body["kind"] == "StatefulSet"]
-    assert statefulsets[1].started < statefulsets[0].ended
+
+
+def test_the_overlap_barrier_fails_an_apply_that_is_not_parallel(stub, up):
+    bundle = bundle_of(GPU_IB)
+    parties = sum(1 for o in bundle.objects if STAGE_NAMES[stage_of(o)] == "worker")
+    barrier = stub.barrier(parties, worker_stage_applies(bundle), timeout=1)
+    with pytest.raises(ClusterError, match="barrier broken"):
+        up(GPU_IB, workers=1)
+    assert barrier.broken
 
 
 def test_missing_secrets_get_strong_fresh_material(stub, up):

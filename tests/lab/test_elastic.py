@@ -17,7 +17,9 @@ from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.access import lab_pool_access
 from slurmk8s.render import render
 
+import slurmfacts
 from labenv import lab_unavailable
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "tests/lab/profiles/elastic.yaml"
@@ -42,8 +44,16 @@ def pods_running(lab) -> list[str]:
     return sorted(p.name for p in lab.pods if p.owner == STS)
 
 
+def job_record(lab, job: str) -> dict[str, str]:
+    """The job as slurmdbd recorded it (sacct), with its nodes as Slurm expands them, comma-joined."""
+    record = slurmfacts.jobs(lab, job).get(job, {})
+    return {**record, "Nodes": ",".join(sorted(slurmfacts.hostnames(lab, record.get("NodeList", ""))))}
+
+
 def test_a_job_needing_more_nodes_resumes_them_and_completes_within_resume_timeout(lab):
     assert pods_running(lab) == ["elastic-cpu-0"]
+    states = slurmfacts.node_states(lab)
+    assert (states["cpu-0"], states["cpu-1"], states["cpu-2"]) == ("idle", "idle~", "idle~"), states
     started = time.monotonic()
     job = verify.submit(lab, "-N3", "--wrap", "srun hostname")
     state = verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"}, deadline_s=120)
@@ -51,36 +61,64 @@ def test_a_job_needing_more_nodes_resumes_them_and_completes_within_resume_timeo
     assert state == "COMPLETED", f"job {job} {state}"
     assert "ResumeTimeout=120" in lab.bundle.files["slurm.conf"] and took < 120
     assert ("patch", STS, 200) in lab.api.calls  # the real slurmctld ran the rendered ResumeProgram
-    assert pods_running(lab) == ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
+    assert (record["ExitCode"], record["Nodes"]) == ("0:0", "cpu-0,cpu-1,cpu-2"), record
+    assert lab.scale_of(STS) == (3, 3) and pods_running(lab) == ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
 
 
 def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):
-    if lab.replicas[STS] < 3:
+    if lab.scale_of(STS)[0] < 3:
         lab.scale(STS, 3)
-    end = time.monotonic() + 120  # SuspendTime 30 s plus Slurm's power-save polling
-    while time.monotonic() < end and lab.replicas[STS] > 1:
-        time.sleep(1)
-    assert lab.replicas[STS] == 1, lab.api.calls
-    assert pods_running(lab) == ["elastic-cpu-0"]  # minReplicas stays: SuspendExcNodes
-    states = lab.exec(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout.split("\n")
-    assert any(line.startswith("cpu-2 idle~") or line.startswith("cpu-2 idle%") for line in states), states
+        cluster.wait_nodes_idle(lab)
+    # SuspendTime 30 s plus Slurm's power-save polling; the pods stop after the SuspendProgram's patch.
+    seen = wait_for("cpu-1 and cpu-2 suspended by Slurm and their pods stopped",
+                    lambda: (lab.scale_of(STS), pods_running(lab), slurmfacts.node_states(lab)),
+                    until=lambda s: s[0] == (1, 1) and s[1] == ["elastic-cpu-0"]
+                    and s[2]["cpu-1"] in ("idle~", "idle%") and s[2]["cpu-2"] in ("idle~", "idle%"),
+                    deadline_s=180, every_s=1)
+    assert seen[2]["cpu-0"] == "idle", seen  # minReplicas stays up: SuspendExcNodes
+    assert [c for c in lab.api.calls if c[0] == "patch"][-1] == ("patch", STS, 200)
+
+
+def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_then_run_jobs(lab):
+    get, put, slurm = lab_pool_access(lab.bundle)
+    scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lambda line: None)
+    cluster.wait_nodes_idle(lab)
+    # Slurm powers cpu-1 and cpu-2 down now: its SuspendProgram stops their pods, and the nodes stay
+    # POWERING_DOWN for SuspendTimeout (10 s here). A slurmd that registers meanwhile is overruled.
+    slurm(["scontrol", "update", "nodename=cpu-[1-2]", "state=power_down"])
+    lines: list[str] = []
+    scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lines.append)
+    assert lines[0].startswith("pool cpu: waiting for Slurm to finish powering down cpu-"), lines
+    # read after the SuspendProgram had taken the pool down
+    assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {slurmfacts.node_states(lab)}"
+    cluster.wait_nodes_idle(lab)
+    job = verify.submit(lab, "-N2", "-w", "cpu-[1-2]", "--wrap", "srun hostname")
+    state = verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"}, deadline_s=60)
+    assert state == "COMPLETED", f"job {job} {state}: {slurmfacts.node_states(lab)}"
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
+    assert record["Nodes"] == "cpu-1,cpu-2", record
 
 
 def test_scale_down_waits_for_the_job_on_the_highest_node(lab):
     get, put, slurm = lab_pool_access(lab.bundle)
     access = PoolAccess(get, put, slurm)
-    # Nodes Slurm just suspended stay POWERING_DOWN for SuspendTimeout (10 s here) before they can return.
-    time.sleep(12)
     scale_pool(lab.bundle, "cpu", 3, access, log=lambda line: None)
     cluster.wait_nodes_idle(lab)
     job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 8")
     assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
-    sizes: list[int] = []
-    access.set_replicas = lambda sts, n: (sizes.append(get(sts)), put(sts, n))[1]
+    shrinks: list[tuple[int, float]] = []
+    access.set_replicas = lambda sts, n: (shrinks.append((get(sts), time.time())), put(sts, n))[1]
     scale_pool(lab.bundle, "cpu", 1, access, poll_s=0.5, log=lambda line: None)
     assert verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
-    assert sizes == [3]  # the pool shrank once, after the job ended
-    assert pods_running(lab) == ["elastic-cpu-0"]
+    assert [size for size, _ in shrinks] == [3]  # the pool shrank once, after the job ended
+    record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
+    ended = int(record["End"])
+    assert record["Nodes"] == "cpu-2" and ended <= shrinks[0][1], (record, shrinks)  # Slurm's end time: before the shrink
+    assert lab.scale_of(STS) == (1, 1) and pods_running(lab) == ["elastic-cpu-0"]
+    # handed back to power saving: Slurm powers them down (idle! queued, idle% under way), not drained
+    wait_for("cpu-1 and cpu-2 powered down", lambda: slurmfacts.node_states(lab),
+             until=lambda s: s["cpu-1"] == "idle~" and s["cpu-2"] == "idle~", deadline_s=90)
 
 
 def test_scale_outside_min_max_is_refused_with_exit_2():

@@ -8,7 +8,6 @@ Needs root and the Slurm 26.05 rootfs (.ci/install-lab.sh).
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.render import render
 
 from labenv import lab_unavailable
+from waiting import wait_for
 
 PROFILE = Path(__file__).resolve().parent / "profiles/side-by-side-lab.yaml"
 pytestmark = pytest.mark.lab
@@ -45,15 +45,10 @@ def fenced():
 
 
 def _wait_idle(lab, node: str, deadline_s: float = 60) -> None:
-    end = time.monotonic() + deadline_s
-    state = ""
-    while time.monotonic() < end:
-        state = lab.exec(["sinfo", "-h", "-n", node, "-o", "%t"], timeout=15).stdout.strip()
-        if state.rstrip("*") == "idle":
-            return
-        time.sleep(0.3)
     log = lab.lab_dir / "hostnodes" / node / "slurmd.log"
-    raise AssertionError(f"{node} is {state!r}, not idle:\n{sandbox.tail(log)}")
+    wait_for(f"{node} idle", lambda: lab.exec(["sinfo", "-h", "-n", node, "-o", "%t"], timeout=15).stdout.strip(),
+             until=lambda state: state.rstrip("*") == "idle", deadline_s=deadline_s,
+             explain=lambda: f"{log}:\n{sandbox.tail(log)}")
 
 
 def test_the_adaptation_says_what_it_fences(fenced):

@@ -7,6 +7,8 @@ Profiles: kind-dev (26.05, auth/slurm), legacy-munge (22.05, munge), and a GPU p
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,9 @@ from slurmk8s.actions.files import read_profile
 from slurmk8s.lab import sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
 
+import slurmfacts
 from labenv import boot_or_skip, down_and_check_clean
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {
@@ -27,62 +31,161 @@ PROFILES = {
 }
 
 pytestmark = pytest.mark.lab
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
 @pytest.fixture(scope="module", params=sorted(PROFILES), ids=sorted(PROFILES))
 def booted(request):
-    """A booted lab per profile, torn down (and checked clean) afterwards."""
+    """A booted lab per profile (with its profile path), torn down (and checked clean) afterwards."""
     lab, bundle = boot_or_skip(PROFILES[request.param])
+    lab.profile_path = PROFILES[request.param]
     yield lab, bundle
     down_and_check_clean(lab)
+
+
+def running_pods(lab) -> dict[str, object]:
+    """Slurm node -> its running pool pod (what the lab runs, not what verify reads)."""
+    return {p.slurm_node: p for p in lab.pods if p.pool}
+
+
+def job_of(check) -> str:
+    """The job id a verify check reports in its detail ("job 12 COMPLETED")."""
+    return re.search(r"\bjob (\d+)\b", check.detail).group(1)
 
 
 def test_every_running_pool_member_is_idle_with_rendered_partitions_features_gres(booted):
     lab, bundle = booted
     check = verify.check_nodes_idle(lab, bundle)
     assert check.ok, check.detail
+    # Slurm's own view against the profile: each running pod is an idle node on its pod's host,
+    # with the pool's features and GPUs; every other node is powered down.
+    pools = {p.name: p for p in read_profile(lab.profile_path).pools}
+    pods = running_pods(lab)
+    for name, pod in pods.items():
+        info, pool = slurmfacts.node(lab, name), pools[pod.pool]
+        assert info["State"].split("+")[0] == "IDLE" and "POWERED_DOWN" not in info["State"], info
+        assert info["NodeHostName"] == pod.hostname, info
+        assert info["AvailableFeatures"] == (",".join(pool.features) or "(null)"), info
+        gres = f"gpu:{pool.gpus.type + ':' if pool.gpus.type else ''}{pool.gpus.count}" if pool.gpus else "(null)"
+        assert info["Gres"] == gres, info
+    states = slurmfacts.node_states(lab)
+    assert {n for n, s in states.items() if not s.endswith("~")} == set(pods), states
 
 
 def test_srun_on_all_nodes_prints_exactly_the_pod_hostnames(booted):
     lab, bundle = booted
-    check = verify.check_srun_hostnames(lab, bundle)
-    assert check.ok, check.detail
+    checks = verify.check_srun_hostnames(lab, bundle)
+    assert checks and all(c.ok for c in checks), [str(c) for c in checks]
+    # the same, from Slurm's own partition list: each partition's running nodes run srun as their pods
+    pods = running_pods(lab)
+    for part, nodes in slurmfacts.partitions(lab).items():
+        here = sorted(n for n in nodes if n in pods)
+        if here:
+            out = slurmfacts.run(lab, "srun", "-p", part, "-w", ",".join(here), f"-N{len(here)}", "hostname")
+            assert sorted(out.split()) == sorted(pods[n].hostname for n in here), (part, out)
 
 
 def test_batch_job_completes(booted):
     lab, bundle = booted
-    check = verify.check_sbatch(lab, bundle)
-    assert check.ok, check.detail
+    checks = verify.check_sbatch(lab, bundle)
+    assert checks and all(c.ok for c in checks), [str(c) for c in checks]
+    pods = running_pods(lab)
+    for check in checks:
+        job = job_of(check)
+        record = wait_for(f"job {job} final in sacct", lambda: slurmfacts.jobs(lab, job).get(job, {}),
+                          until=lambda r: r.get("State") in FINAL)
+        assert (record["State"], record["ExitCode"]) == ("COMPLETED", "0:0"), record
+        nodes = slurmfacts.hostnames(lab, record["NodeList"])
+        assert nodes and set(nodes) <= set(pods), record
 
 
 def test_gpu_job_sees_its_gpu_and_cannot_open_the_other(booted):
     lab, bundle = booted
-    if verify.gpu_partition(bundle) is None:
-        pytest.skip("this profile has no GPU pool")
     check = verify.check_gpu_isolation(lab, bundle)
-    assert check.ok, check.detail
+    gpu_pools = [p for p in read_profile(lab.profile_path).pools if p.gpus]
+    if not gpu_pools:
+        assert not check.applies and check.ok, str(check)  # reported as SKIP, never as a pass
+        return
+    assert check.applies and check.ok, check.detail
+    # Slurm gives a one-GPU step exactly one device of its node
+    node = sorted(n for n, pod in running_pods(lab).items() if pod.pool == gpu_pools[0].name)[0]
+    out = slurmfacts.run(lab, "srun", "-w", node, "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES")
+    assert out.strip() == "0", out
 
 
 def test_sacct_lists_jobs_with_tres_through_slurmdbd_and_mariadb(booted):
     lab, bundle = booted
-    verify.check_sbatch(lab, bundle)
+    ran = [job_of(c) for c in verify.check_sbatch(lab, bundle)]
     check = verify.check_sacct(lab, bundle)
     assert check.ok, check.detail
+    records = wait_for("the batch jobs final in sacct", lambda: slurmfacts.jobs(lab),
+                       until=lambda r: all(r.get(j, {}).get("State") in FINAL for j in ran))
+    for job in ran:
+        assert records[job]["State"] == "COMPLETED" and "cpu=" in records[job]["AllocTRES"], records[job]
+
+
+def boot_time(lab) -> int:
+    """When the running slurmctld started (scontrol show config's BOOT_TIME), in epoch seconds."""
+    config = slurmfacts.run(lab, *slurmfacts.EPOCH, "scontrol", "show", "config")
+    return int(config.split("BOOT_TIME", 1)[1].split("=", 1)[1].split()[0])
 
 
 def test_pending_job_survives_a_slurmctld_restart(booted):
     lab, bundle = booted
+    first_boot = boot_time(lab)
     check = verify.check_state_survives_restart(lab, bundle)
     assert check.ok, check.detail
+    # Slurm's record: a new slurmctld, and the job it knew was the one submitted before it booted;
+    # it never ran, and was cancelled (by the check) after the restart
+    job, second_boot = job_of(check), boot_time(lab)
+    record = wait_for(f"job {job} cancelled in sacct", lambda: slurmfacts.jobs(lab, job).get(job, {}),
+                      until=lambda r: r.get("State", "").startswith("CANCELLED"))
+    assert first_boot < second_boot, (first_boot, second_boot)
+    assert int(record["Submit"]) <= second_boot <= int(record["End"]) and record["NodeList"] == "None assigned", \
+        (record, second_boot)
 
 
 def test_lab_exec_cli_runs_client_commands_in_the_login_pod(booted):
     lab, bundle = booted
-    profile = next(p for p in PROFILES.values() if read_profile(p).name == bundle.cluster)
-    done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "lab", "exec", str(profile), "--",
+    done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "lab", "exec", str(lab.profile_path), "--",
                            "scontrol", "show", "config"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"ClusterName             = {bundle.cluster}" in done.stdout
+
+
+def test_lab_exec_cli_exits_with_the_commands_code(booted):
+    lab, bundle = booted
+    done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "lab", "exec", str(lab.profile_path), "--",
+                           "sh", "-c", "echo out; echo err >&2; exit 7"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (7, "out\n", "err\n")
+
+
+def test_lab_exec_cli_interrupted_exits_130_and_stops_the_command(booted):
+    lab, bundle = booted
+    marker = f"{os.getpid() % 1000 + 6000}"  # a sleep of this many seconds is ours
+    proc = subprocess.Popen([sys.executable, "-m", "slurmk8s.cli", "lab", "exec", str(lab.profile_path), "--",
+                             "sleep", marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sleeper = wait_for("the command running in the pod", lambda: sleeps(marker), until=bool, deadline_s=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, stderr) == (130, "interrupted\n")
+    wait_for("the command stopped with the CLI", lambda: sleeps(marker), until=lambda left: not left, deadline_s=30)
+    assert sleeper
+
+
+def sleeps(seconds: str) -> list[int]:
+    """Pids of `sleep SECONDS` processes on this machine."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().split(b"\0")[:2] == [b"sleep", seconds.encode()]:
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_version_without_a_lab_build_is_refused_up_front_with_exit_2(tmp_path):

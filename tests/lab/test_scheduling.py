@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,11 @@ from slurmk8s.render import render
 from slurmk8s.render.accounts import desired_tree, plan_accounts
 
 from labenv import lab_unavailable
+from waiting import wait_for
 
 PROFILE = Path(__file__).resolve().parent / "profiles/sched-2605.yaml"
 USERS = {"sk8s-alice": 61101, "sk8s-bob": 61102}
 ALICE, BOB = "sk8s-alice", "sk8s-bob"
-DEADLINE_S = 60
 
 pytestmark = pytest.mark.lab
 
@@ -96,27 +95,16 @@ def job(lab, job_id: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
-def wait_for(what: str, check, deadline_s: float = DEADLINE_S, every_s: float = 0.5):
-    """Poll check() until it returns something truthy; fail with what after the deadline."""
-    end = time.monotonic() + deadline_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > end:
-            pytest.fail(f"{what}: not within {deadline_s} s")
-        time.sleep(every_s)
-
-
 def cancel_all(lab) -> None:
     sh(lab, "scancel", "--full", "-u", "root")
     for user in USERS:
         sh(lab, "scancel", "-u", user)
-    wait_for("queue empty", lambda: not sh(lab, "squeue", "-h", "-o", "%i").split())
+    wait_for("queue empty", lambda: sh(lab, "squeue", "-h", "-o", "%i").split(), until=lambda ids: not ids)
 
 
-def cpu_partition_idle(lab) -> bool:
-    return not sh(lab, "squeue", "-h", "-p", "cpu", "-t", "RUNNING,PENDING", "-o", "%i").split()
+def cpu_partition_jobs(lab) -> list[str]:
+    """Running and pending jobs of partition cpu."""
+    return sh(lab, "squeue", "-h", "-p", "cpu", "-t", "RUNNING,PENDING", "-o", "%i").split()
 
 
 # ---------------------------------------------------------------- the tree
@@ -158,22 +146,23 @@ def test_associations_are_enforced(lab):
 
 def test_qos_gpu_limit_keeps_the_second_gpu_job_pending(lab):
     first = submit(lab, ALICE, "-p", "gpu", "--qos=gpu1", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 60")
-    wait_for("first GPU job running", lambda: job(lab, first)["JobState"] == "RUNNING")
+    wait_for("first GPU job running", lambda: job(lab, first), until=lambda j: j["JobState"] == "RUNNING")
     second = submit(lab, ALICE, "-p", "gpu", "--qos=gpu1", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 60")
-    reason = wait_for("second GPU job held by the QoS", lambda: (j := job(lab, second))["Reason"].startswith("QOSGrp") and j["Reason"])
+    reason = wait_for("second GPU job held by the QoS", lambda: job(lab, second),
+                      until=lambda j: j["Reason"].startswith("QOSGrp"))["Reason"]
     # the node has a second GPU free: only the QoS limit holds the job
     assert job(lab, second)["JobState"] == "PENDING" and reason == "QOSGrpGRES", reason
     sh(lab, "scancel", first, second)
 
 
 def test_backfill_starts_a_short_job_without_delaying_the_big_one(lab):
-    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    wait_for("partition cpu idle", lambda: cpu_partition_jobs(lab), until=lambda ids: not ids)
     running = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "2", "--wrap", "sleep 300")
-    wait_for("first job running", lambda: job(lab, running)["JobState"] == "RUNNING")
+    wait_for("first job running", lambda: job(lab, running), until=lambda j: j["JobState"] == "RUNNING")
     big = submit(lab, None, "-p", "cpu", "-N2", "-n4", "-t", "2", "--wrap", "sleep 5")
-    before = wait_for("backfill plans the big job", lambda: (j := job(lab, big))["StartTime"] != "Unknown" and j["StartTime"])
+    before = wait_for("backfill plans the big job", lambda: job(lab, big), until=lambda j: j["StartTime"] != "Unknown")["StartTime"]
     short = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "1", "--wrap", "sleep 30")
-    wait_for("short job backfilled", lambda: job(lab, short)["JobState"] == "RUNNING")
+    wait_for("short job backfilled", lambda: job(lab, short), until=lambda j: j["JobState"] == "RUNNING")
     big_now = job(lab, big)
     assert big_now["JobState"] == "PENDING", big_now
     assert int(big_now["Priority"]) >= int(job(lab, short)["Priority"])
@@ -183,13 +172,13 @@ def test_backfill_starts_a_short_job_without_delaying_the_big_one(lab):
 
 
 def test_high_qos_job_requeues_a_low_qos_job_on_a_full_pool(lab):
-    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    wait_for("partition cpu idle", lambda: cpu_partition_jobs(lab), until=lambda ids: not ids)
     low = submit(lab, ALICE, "-p", "cpu", "-N2", "-n4", "--qos=low", "--wrap", "sleep 300")
-    wait_for("low job running", lambda: job(lab, low)["JobState"] == "RUNNING")
+    wait_for("low job running", lambda: job(lab, low), until=lambda j: j["JobState"] == "RUNNING")
     high = submit(lab, ALICE, "-p", "cpu", "-N1", "-n2", "--qos=high", "--wrap", "sleep 300")
-    wait_for("high job running", lambda: job(lab, high)["JobState"] == "RUNNING")
+    wait_for("high job running", lambda: job(lab, high), until=lambda j: j["JobState"] == "RUNNING")
     # the preempted job is requeued: it ends (COMPLETING), then waits in the queue again
-    victim = wait_for("low job requeued", lambda: (j := job(lab, low))["JobState"] == "PENDING" and j)
+    victim = wait_for("low job requeued", lambda: job(lab, low), until=lambda j: j["JobState"] == "PENDING")
     assert int(victim["Restarts"]) >= 1, victim
     assert "PREEMPTED" in sh(lab, "sacct", "-n", "-X", "-D", "-j", low, "-o", "State")
     sh(lab, "scancel", low, high)
@@ -206,19 +195,19 @@ def test_idle_account_goes_first_after_a_burst(lab):
     # RawUsage grows at once; the fair-share factors are computed by the decay thread once per
     # PriorityCalcPeriod (1 minute here), so wait for the first computation that ranks alice below bob
     seen = wait_for("fair-share ranks idle bob above alice", deadline_s=150, every_s=2,
-                    check=lambda: (f := shares())[BOB][1] > f[ALICE][1] > 0 and f)
+                    observe=shares, until=lambda f: f[BOB][1] > f[ALICE][1] > 0)
     assert seen[ALICE][0] > seen[BOB][0], seen
-    wait_for("partition cpu idle", lambda: cpu_partition_idle(lab))
+    wait_for("partition cpu idle", lambda: cpu_partition_jobs(lab), until=lambda ids: not ids)
     blocker = submit(lab, None, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 300")
-    wait_for("blocker running", lambda: job(lab, blocker)["JobState"] == "RUNNING")
+    wait_for("blocker running", lambda: job(lab, blocker), until=lambda j: j["JobState"] == "RUNNING")
     a_job = submit(lab, ALICE, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 3")
     b_job = submit(lab, BOB, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 3")
     prio = {line.split()[0]: (int(line.split()[1]), float(line.split()[2]))
             for line in sh(lab, "sprio", "-h", "-o", "%i %Y %F").splitlines()}
     assert prio[b_job][1] > prio[a_job][1] and prio[b_job][0] > prio[a_job][0], prio
     sh(lab, "scancel", blocker)
-    wait_for("bob's job started", lambda: job(lab, b_job)["JobState"] in ("RUNNING", "COMPLETED"))
+    wait_for("bob's job started", lambda: job(lab, b_job), until=lambda j: j["JobState"] in ("RUNNING", "COMPLETED"))
     assert job(lab, a_job)["JobState"] == "PENDING"
-    wait_for("alice's job done", lambda: job(lab, a_job)["JobState"] == "COMPLETED")
+    wait_for("alice's job done", lambda: job(lab, a_job), until=lambda j: j["JobState"] == "COMPLETED")
     starts = {j: job(lab, j)["StartTime"] for j in (a_job, b_job)}
     assert starts[b_job] < starts[a_job], starts
