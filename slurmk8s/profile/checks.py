@@ -13,7 +13,7 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.profile.topology import check_topology
-from slurmk8s.quantity import to_mib
+from slurmk8s.quantity import to_bytes, to_mib
 
 Problem = tuple[tuple, str, bool]
 
@@ -102,8 +102,8 @@ def _check_pools(profile: Profile, spec: dict) -> list[Problem]:
         rdma = raw.get("rdma") or {}
         hp = rdma.get("hugepages")
         if hp:
-            size = to_mib(hp.get("size", "2Mi"))
-            if to_mib(hp["amount"]) % size:
+            size = to_bytes(hp.get("size", "2Mi"))
+            if to_bytes(hp["amount"]) % size:
                 out.append((at + ("rdma", "hugepages", "amount"), f"{hp['amount']} is not a multiple of the page size {hp.get('size', '2Mi')}", False))
         listed: set[str] = set()
         for j, net in enumerate(rdma.get("networks", [])):
