@@ -163,6 +163,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         scheduling=load_scheduling(spec.get("scheduling", {})),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
+        cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
         source=source,
     )
 

@@ -120,4 +120,4 @@ def render(profile: Profile) -> Bundle:
     if accounts_file:
         out_files["accounts.sh"] = accounts_file
     return Bundle(profile.name, profile.namespace, profile.version, tuple(objects),
-                  dict(sorted(out_files.items())), required_secrets(profile))
+                  dict(sorted(out_files.items())), required_secrets(profile), profile.cluster_domain)

@@ -30,6 +30,7 @@ class Bundle:
     objects: tuple[dict[str, Any], ...]
     files: dict[str, str]
     secrets: tuple[RequiredSecret, ...]
+    cluster_domain: str = "cluster.local"  # the profile's spec.clusterDomain
 
     def find(self, kind: str, name: str) -> dict[str, Any]:
         """The object of that kind and name (KeyError when absent)."""
