@@ -224,11 +224,12 @@ def headless_service(profile: Profile, name: str, component: str, ports: list[tu
 
 
 def pvc_template(name: str, size: str, storage_class: str | None) -> Obj:
-    """A volumeClaimTemplate."""
+    """A volumeClaimTemplate, with the apiVersion and kind the API server fills in: without them a GitOps
+    diff against the live object never ends (Argo CD shows the StatefulSet OutOfSync forever)."""
     spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
     if storage_class:
         spec["storageClassName"] = storage_class
-    return {"metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
 
 
 def statefulset(profile: Profile, name: str, component: str, replicas: int, service: str,
