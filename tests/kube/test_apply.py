@@ -264,7 +264,13 @@ def test_waits_for_slurm_after_applying(stub, up):
     _, lines = up(KIND_DEV, exec_fn=sinfo)
     assert asked == [["sinfo", "--noheader", "--Node", "--format=%N %T"]]
     assert "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1" in lines
-    assert lines[-2:] == ["slurm: all 2 running node(s) registered with slurmctld", "cluster dev is ready"]
+    ready = lines.index("cluster dev is ready")
+    assert lines[ready - 1] == "slurm: all 2 running node(s) registered with slurmctld"
+    # then how to log in, as the Helm chart's NOTES.txt says it
+    assert lines[ready + 1:] == [
+        "Log in with ssh as root, with a key of spec.login.authorizedKeys (Service dev-login, ClusterIP, port 22):",
+        "  kubectl -n slurm port-forward service/dev-login 2222:22", "  ssh -p 2222 root@127.0.0.1",
+        "or run Slurm commands in a login pod:", "  kubectl -n slurm exec -it dev-login-0 -c sshd -- sinfo"]
 
 
 def test_secrets_create_makes_only_secrets_and_the_namespace(stub, kubeconfig):
