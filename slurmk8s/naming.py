@@ -24,6 +24,9 @@ LOGIN = "login"
 RESTAPI = "restapi"
 WORKER = "worker"
 COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
+# The GitOps Job that applies the account tree: its own label value, so no Service, PodDisruptionBudget
+# or NetworkPolicy of a daemon ever selects its pod.
+ACCOUNTS = "accounts"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -47,6 +50,7 @@ DAEMON = {
     WORKER: "slurmd",
     LOGIN: "login",
     RESTAPI: "slurmrestd",
+    ACCOUNTS: "sacctmgr",
 }
 
 
@@ -183,6 +187,12 @@ def jwt_secret(cluster: str) -> str:
 def db_password_secret(cluster: str) -> str:
     """Secret with the embedded MariaDB's slurm password; created by `up`."""
     return f"{cluster}-db-password"
+
+
+def accounts_job(cluster: str, digest: str) -> str:
+    """The Job applying the account tree; named by its content, so a changed tree is a new Job (a Job's
+    pod template cannot be changed in place)."""
+    return f"{cluster}-accounts-{digest[:8]}"
 
 
 def network_policy(cluster: str, purpose: str) -> str:

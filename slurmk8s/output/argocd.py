@@ -35,6 +35,8 @@ COMPARE_OPTIONS = "ServerSideDiff=true"
 # Data stays when it leaves the tree or the Application is deleted: the Namespace (it holds the
 # Secrets and claims) and the PVCs, as `slurmk8s down` keeps them.
 ANNOTATION_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+# The account tree's Job runs after every sync that reached a healthy cluster, replacing the last run.
+HOOK_ANNOTATIONS = {"argocd.argoproj.io/hook": "PostSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"}
 KEEP_DATA = "Prune=false,Delete=false"
 KEPT_KINDS = ("Namespace", "PersistentVolumeClaim")
 # jq selecting .spec.replicas of StatefulSets whose annotations say min < max (elastic pools), for the ApplicationSet
@@ -66,8 +68,14 @@ def with_sync_wave(obj: dict, objects: list[dict] | tuple[dict, ...] = ()) -> di
 
 
 def waved_objects(bundle: Bundle) -> list[dict]:
-    """The bundle's objects in apply order, each with its sync wave."""
-    return [with_sync_wave(o, bundle.objects) for o in bundle.objects]
+    """The bundle's objects in apply order, each with its sync wave, then its hooks as PostSync hooks."""
+    return [with_sync_wave(o, bundle.objects) for o in bundle.objects] + post_sync_hooks(bundle)
+
+
+def post_sync_hooks(bundle: Bundle) -> list[dict]:
+    """The bundle's hooks (the account tree's Job) as Argo CD PostSync hooks."""
+    return [{**h, "metadata": {**h["metadata"], "annotations": dict(sorted(
+        {**h["metadata"].get("annotations", {}), **HOOK_ANNOTATIONS}.items()))}} for h in bundle.hooks]
 
 
 def elastic_statefulsets(objects: list[dict] | tuple[dict, ...]) -> list[str]:
@@ -147,7 +155,7 @@ def build_plugin() -> dict:
 
 def argocd_tree(bundle: Bundle, repo_url: str, revision: str, path: str) -> dict[str, str]:
     """Relative path -> content: kustomize tree with waves, argocd/{application,applicationset,plugin}.yaml."""
-    tree = kustomize_tree(bundle, waved_objects(bundle))
+    tree = kustomize_tree(bundle, [with_sync_wave(o, bundle.objects) for o in bundle.objects], post_sync_hooks(bundle))
     root = path.rsplit("/", 1)[0] if "/" in path else "."
     tree[APP_PARAMS_FILE] = json.dumps({"cluster": bundle.cluster, "namespace": bundle.namespace}, indent=2) + "\n"
     tree["argocd/application.yaml"] = dump(build_application(bundle, repo_url, revision, path))

@@ -39,6 +39,8 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 RELEASE_NAMESPACE_VALUE = f'"{RELEASE_NAMESPACE}"'
 ANNOTATION_RESOURCE_POLICY = "helm.sh/resource-policy"
 KEPT_KINDS = ("PersistentVolumeClaim", "Secret")
+# The account tree's Job runs after every install and upgrade, replacing the last run.
+HOOK_ANNOTATIONS = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
 _SENTINEL_BASE = "__helm_value"
 # Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
 _NODE_COMPONENTS = (naming.WORKER,)
@@ -214,6 +216,11 @@ def helm_tree(bundle: Bundle) -> dict[str, str]:
             continue  # the release's namespace: `helm install -n NS --create-namespace`
         placed = _in_release_namespace(obj, bundle, templater)
         tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(placed, templater))
+    for hook in bundle.hooks:
+        hooked = {**hook, "metadata": {**hook["metadata"], "annotations": dict(sorted(
+            {**hook["metadata"].get("annotations", {}), **HOOK_ANNOTATIONS}.items()))}}
+        tree["templates/" + object_filename(hook).removeprefix("manifests/")] = \
+            templater.text(_in_release_namespace(hooked, bundle, templater))
     values = chart_values(bundle)
     tree["values.yaml"] = ("# Only what can change without desynchronising Slurm; everything else comes from the\n"
                            "# slurmk8s profile (change it and re-render). Limits: values.schema.json.\n") + dump(values)

@@ -31,6 +31,8 @@ class Bundle:
     files: dict[str, str]
     secrets: tuple[RequiredSecret, ...]
     cluster_domain: str = "cluster.local"  # the profile's spec.clusterDomain
+    # Objects for GitOps tools only, run after each sync (the account tree's Job); `up` does their work itself.
+    hooks: tuple[dict[str, Any], ...] = ()
 
     def find(self, kind: str, name: str) -> dict[str, Any]:
         """The object of that kind and name (KeyError when absent)."""

@@ -62,8 +62,13 @@ def test_unknown_fields_fail(mutate, error: str) -> None:
     assert any(error in e for e in errors), errors
 
 
+def synced(bundle) -> list[dict]:
+    """The waved objects without the PostSync hooks (hooks have no wave)."""
+    return [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" not in o["metadata"].get("annotations", {})]
+
+
 def test_sync_waves_order_database_slurmdbd_slurmctld_then_nodes(example_profile: Path) -> None:
-    objects = waved_objects(render_file(example_profile))
+    objects = synced(render_file(example_profile))
     wave = {o["metadata"]["labels"].get(naming.LABEL_COMPONENT): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE])
             for o in objects if o["kind"] in WORKLOAD_KINDS}
     config_waves = {int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects
@@ -176,7 +181,7 @@ def test_no_gitops_output_holds_a_secret(example_profile: Path, fmt: str) -> Non
 def test_a_scaled_object_syncs_in_the_wave_after_its_target(example_profile: Path) -> None:
     """KEDA marks a ScaledObject whose target is missing not Ready, and Argo CD's health check calls that
     Degraded: in the target's wave or before, the first sync would wait for ever."""
-    objects = waved_objects(render_file(example_profile))
+    objects = synced(render_file(example_profile))
     wave = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects}
     scaled = [o for o in objects if o["kind"] == "ScaledObject"]
     for so in scaled:
@@ -197,7 +202,7 @@ def test_the_application_retries_and_diffs_server_side(example_profile: Path) ->
 
 
 def test_argocd_never_prunes_or_deletes_the_namespace_or_a_claim(example_profile: Path) -> None:
-    objects = waved_objects(render_file(example_profile))
+    objects = synced(render_file(example_profile))
     kept = [o for o in objects if o["kind"] in ("Namespace", "PersistentVolumeClaim")]
     assert any(o["kind"] == "Namespace" for o in kept)
     for obj in objects:
@@ -210,3 +215,16 @@ def test_claim_templates_carry_apiversion_and_kind(example_profile: Path) -> Non
     for sts in render_file(example_profile).of_kind("StatefulSet"):
         for template in sts["spec"].get("volumeClaimTemplates", []):
             assert (template["apiVersion"], template["kind"]) == ("v1", "PersistentVolumeClaim")
+
+
+def test_the_account_tree_job_is_a_post_sync_hook(tmp_path: Path) -> None:
+    """A cluster Argo CD syncs gets its accounts from a PostSync Job, re-created on every sync."""
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    hooks = [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" in o["metadata"].get("annotations", {})]
+    assert [h["kind"] for h in hooks] == ["Job"]
+    assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook"] == "PostSync"
+    assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
+    tree = argocd(bundle)
+    assert f"manifests/job-{hooks[0]['metadata']['name']}.yaml" in yaml.safe_load(tree["kustomization.yaml"])["resources"]
+    # a profile without an account tree has no hook
+    assert not render_file(ROOT / "profiles" / "kind-dev.yaml").hooks

@@ -25,7 +25,8 @@ needs_helm = pytest.mark.skipif(HELM is None, reason="helm not found (install it
 
 
 def by_ref(objects: list[dict]) -> dict[tuple[str, str], dict]:
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    """Objects by (kind, name), hooks aside."""
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects if "helm.sh/hook" not in o["metadata"].get("annotations", {})}
 
 
 def helm(*args: str) -> subprocess.CompletedProcess:
@@ -49,7 +50,7 @@ def as_plain(objects: list[dict]) -> dict[tuple[str, str], dict]:
     """The plain objects as the chart holds them: no Namespace (the release's), PVCs kept by `helm uninstall`."""
     out = {}
     for obj in objects:
-        if obj["kind"] == "Namespace":
+        if obj["kind"] in ("Namespace", "Job"):  # the Job is a hook (test_the_account_job_is_a_post_install_hook)
             continue
         if obj["kind"] == "PersistentVolumeClaim":
             annotations = {**obj["metadata"].get("annotations", {}), "helm.sh/resource-policy": "keep"}
@@ -190,3 +191,19 @@ def test_notes_say_how_to_log_in(tmp_path: Path) -> None:
     assert "kubectl -n lab port-forward service/dev-login 2222:22" in notes
     assert "ssh -p 2222 root@127.0.0.1" in notes
     assert "slurmk8s secrets create PROFILE" in notes
+
+
+@needs_helm
+def test_the_account_job_is_a_post_install_hook(tmp_path: Path) -> None:
+    """A Helm release gets its accounts from a Job run after install and upgrade, in the release's namespace."""
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    write_tree(build_tree(bundle, "helm"), tmp_path)
+    jobs = [o for o in helm_template(tmp_path, namespace="other") if o["kind"] == "Job"]
+    assert len(jobs) == 1 and jobs[0]["metadata"]["name"] == bundle.hooks[0]["metadata"]["name"]
+    annotations = jobs[0]["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"
+    assert jobs[0]["metadata"]["namespace"] == "other"
+    pod = jobs[0]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"][:2] == ["python3", "-c"]
+    assert "research-slurmd.other.svc.cluster.local" in pod["dnsConfig"]["searches"]
