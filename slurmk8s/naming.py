@@ -195,6 +195,11 @@ def accounts_job(cluster: str, digest: str) -> str:
     return f"{cluster}-accounts-{digest[:8]}"
 
 
+def applyset_parent(cluster: str) -> str:
+    """The ConfigMap that is the ApplySet parent of everything `up` applies for a cluster (kube/applyset.py)."""
+    return f"{cluster}-applyset"
+
+
 def network_policy(cluster: str, purpose: str) -> str:
     """NetworkPolicy name for one purpose (slurm, database, login, ...)."""
     return f"{cluster}-{purpose}"

@@ -2,8 +2,8 @@
 
 It implements what slurmk8s and the real `kubernetes` client need: GET/LIST (labelSelector,
 a fieldSelector on involvedObject.name), POST, server-side apply PATCH (with dryRun, field
-managers and conflicts), DELETE, discovery for registered custom kinds, injected failures and
-latency. Workloads can turn "Ready" on their own: the stub then makes their pods.
+managers and conflicts), DELETE, discovery for registered custom kinds (a group's versions and
+each version's resources), injected failures and latency. Workloads can turn "Ready" on their own: the stub then makes their pods.
 """
 
 from __future__ import annotations
@@ -216,6 +216,14 @@ class ApiStub:
         return (*self._serve(rec), {})
 
     def _serve(self, rec: Recorded) -> tuple[int, Obj]:
+        segs = [s for s in rec.path.split("/") if s]
+        if rec.method == "GET" and len(segs) == 2 and segs[0] == "apis":  # group discovery: /apis/<group>
+            with self._lock:
+                versions = sorted(path.rsplit("/", 1)[1] for path in self.discovery if path.startswith(rec.path + "/"))
+            if versions:
+                entries = [{"groupVersion": f"{segs[1]}/{v}", "version": v} for v in versions]
+                return 200, {"kind": "APIGroup", "apiVersion": "v1", "name": segs[1], "versions": entries,
+                             "preferredVersion": entries[0]}
         route = _route(rec.path)
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({rec.path})")
