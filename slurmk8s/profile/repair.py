@@ -97,7 +97,7 @@ def repair(document: Any, findings: list[SchemaFinding], unsafe_paths: list[tupl
                     original = _value_at(document, path + ("name",))
                     if not isinstance(original, str):
                         return _without_cross_checks(document, findings)  # what referred to it cannot be told
-                    aliases[placeholder] = original
+                    aliases[placeholder] = original if original.isprintable() else repr(original)
                 if placeholder is not _GONE and path + (finding.missing,) not in filled:
                     filled[path + (finding.missing,)] = placeholder
                     changed = True

@@ -248,3 +248,14 @@ def test_one_broken_value_is_reported_once_and_echoes_nothing(data) -> None:
         load_profile(data_, "p.yaml")
     allowed = {format_path(path), format_path(path[:-1])}
     assert all(err.path in allowed for err in info.value.errors), (path, [str(x) for x in info.value.errors])
+
+
+def test_a_refused_name_quoted_in_another_message_stays_on_one_line(tmp_path: Path) -> None:
+    """Found by the fuzz campaign: the name 'a\\nb', shown in another problem's list of pools, broke the line."""
+    content = BASE.replace("name: cpu", 'name: "a\\nb"') + "  partitions:\n    - {name: main, pools: [cpu]}\n"
+    lines = errors_of(content, tmp_path)
+    assert lines == [
+        "7:13: spec.pools[0].name: expected a DNS-1123 label (lowercase letters, digits and '-', starting and ending "
+        "with a letter or digit), found 'a\\nb'",
+        "12:28: spec.partitions[0].pools[0]: unknown pool 'cpu' (pools: 'a\\nb')",
+    ]
