@@ -259,3 +259,10 @@ def test_a_refused_name_quoted_in_another_message_stays_on_one_line(tmp_path: Pa
         "with a letter or digit), found 'a\\nb'",
         "12:28: spec.partitions[0].pools[0]: unknown pool 'cpu' (pools: 'a\\nb')",
     ]
+
+
+def test_an_srun_port_range_over_the_daemons_ports_is_refused(tmp_path: Path) -> None:
+    """F18: srunPortRange 6817-6819 validated; srun would listen where slurmctld, slurmd and slurmdbd do."""
+    lines = errors_of(BASE.replace("spec:\n", "spec:\n  slurm: {srunPortRange: 6817-6819}\n", 1), tmp_path)
+    assert lines == ["6:26: spec.slurm.srunPortRange: '6817-6819' overlaps the ports of the Slurm daemons "
+                     "(6817-6820: slurmctld, slurmd, slurmdbd, slurmrestd); choose a range outside them, such as 60001-63000"]
