@@ -47,9 +47,15 @@ def init(path: str = typer.Argument("profile.yaml", help="Where to write the sta
          force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
     """Write a commented starter profile."""
     from slurmk8s.actions.init import write_starter
-    written = write_starter(path, force)
-    if written is not None:
+    for written in write_starter(path, force):
         typer.echo(f"wrote {written}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the profile's JSON Schema (init writes it beside the profile; editors check profiles with it)."""
+    from slurmk8s.actions.init import print_schema
+    print_schema()
 
 
 @app.command()

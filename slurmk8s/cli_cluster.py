@@ -163,6 +163,22 @@ def register(app: typer.Typer) -> None:
                                        wait=wait, timeout=timeout, dry_run=dry_run, verbose=verbose,
                                        echo=typer.echo, ask=lambda q: typer.confirm(q, default=False)))
 
+    accounts_app = typer.Typer(no_args_is_help=True, help="The profile's accounts, users and QoS in slurmdbd.")
+    app.add_typer(accounts_app, name="accounts")
+
+    @accounts_app.command("apply")
+    def accounts_apply(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+                       kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
+                       context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+                       prune: bool = typer.Option(False, "--prune", help="Also delete accounts, users and QoS the profile "
+                                                  "no longer has (never an account with pending or running jobs)."),
+                       timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
+                       verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
+        """Apply the account and QoS tree with sacctmgr in slurmctld's pod: what `up` does last, for clusters GitOps deploys."""
+        from slurmk8s.actions.accounts import run_accounts_apply
+        _run(verbose, lambda: run_accounts_apply(profile, _access(kubeconfig, context), delete=prune, timeout=timeout,
+                                                 verbose=verbose, echo=typer.echo))
+
     secrets_app = typer.Typer(no_args_is_help=True, help="Secrets the cluster needs (created once, never overwritten).")
     app.add_typer(secrets_app, name="secrets")
 

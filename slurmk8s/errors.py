@@ -21,9 +21,11 @@ class FieldError:
     message: str
 
     def format(self, source: str) -> str:
-        """Render as ``FILE:LINE:COL: path: message``."""
+        """Render as ``FILE:LINE:COL: path: message``, always one line (a control character in a
+        message, from a value quoted in it, is shown escaped)."""
         where = f"{source}:{self.line}:{self.col}" if self.line else source
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        return text if text.isprintable() else "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 class ProfileError(SlurmK8sError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 # and a label value is at most 63 characters: longer StatefulSet names fail at runtime.
 MAX_STATEFULSET_NAME = 52
 
-CLUSTER_DOMAIN = "cluster.local"
+CLUSTER_DOMAIN = "cluster.local"  # the default of the profile's spec.clusterDomain
 MANAGER = "slurmk8s"
 
 # The slurm user and group of the Slurm images (Slinky's convention, and our own images').
@@ -24,6 +24,9 @@ LOGIN = "login"
 RESTAPI = "restapi"
 WORKER = "worker"
 COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
+# The GitOps Job that applies the account tree: its own label value, so no Service, PodDisruptionBudget
+# or NetworkPolicy of a daemon ever selects its pod.
+ACCOUNTS = "accounts"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -48,6 +51,7 @@ DAEMON = {
     WORKER: "slurmd",
     LOGIN: "login",
     RESTAPI: "slurmrestd",
+    ACCOUNTS: "sacctmgr",
 }
 
 
@@ -115,9 +119,9 @@ def _range(prefix: str, count: int) -> str:
     return f"{prefix}-0" if count == 1 else f"{prefix}-[0-{count - 1}]"
 
 
-def service_fqdn(service: str, namespace: str) -> str:
-    """Cluster-wide DNS name of a Service."""
-    return f"{service}.{namespace}.svc.{CLUSTER_DOMAIN}"
+def service_fqdn(service: str, namespace: str, domain: str = CLUSTER_DOMAIN) -> str:
+    """Cluster-wide DNS name of a Service (domain: the cluster's DNS domain, the profile's clusterDomain)."""
+    return f"{service}.{namespace}.svc.{domain}"
 
 
 def pod_dns(pod: str, service: str) -> str:
@@ -125,13 +129,14 @@ def pod_dns(pod: str, service: str) -> str:
     return f"{pod}.{service}"
 
 
-def search_domains(cluster: str, namespace: str) -> list[str]:
+def searched_services(cluster: str) -> list[str]:
+    """The headless Services whose pods every Slurm pod finds by bare hostname (through search domains)."""
+    return [nodes_service(cluster), component_name(cluster, CONTROLLER), login_pods_service(cluster)]
+
+
+def search_domains(cluster: str, namespace: str, domain: str = CLUSTER_DOMAIN) -> list[str]:
     """DNS search domains every Slurm pod gets, so bare pod hostnames resolve."""
-    return [
-        service_fqdn(nodes_service(cluster), namespace),
-        service_fqdn(component_name(cluster, CONTROLLER), namespace),
-        service_fqdn(login_pods_service(cluster), namespace),
-    ]
+    return [service_fqdn(service, namespace, domain) for service in searched_services(cluster)]
 
 
 def login_pods_service(cluster: str) -> str:
@@ -183,6 +188,17 @@ def jwt_secret(cluster: str) -> str:
 def db_password_secret(cluster: str) -> str:
     """Secret with the embedded MariaDB's slurm password; created by `up`."""
     return f"{cluster}-db-password"
+
+
+def accounts_job(cluster: str, digest: str) -> str:
+    """The Job applying the account tree; named by its content, so a changed tree is a new Job (a Job's
+    pod template cannot be changed in place)."""
+    return f"{cluster}-accounts-{digest[:8]}"
+
+
+def applyset_parent(cluster: str) -> str:
+    """The ConfigMap that is the ApplySet parent of everything `up` applies for a cluster (kube/applyset.py)."""
+    return f"{cluster}-applyset"
 
 
 def network_policy(cluster: str, purpose: str) -> str:

@@ -43,7 +43,7 @@ def test_example_profiles_exist() -> None:
 
 def test_init_writes_a_valid_starter_and_refuses_to_overwrite(slurmk8s, tmp_path: Path) -> None:
     target = tmp_path / "p.yaml"
-    assert slurmk8s("init", str(target)) == (0, f"wrote {target}\n", "")
+    assert slurmk8s("init", str(target)) == (0, f"wrote {target}\nwrote {tmp_path / 'slurmk8s.schema.json'}\n", "")
     assert slurmk8s("validate", str(target)) == (0, f"{target}: ok (cluster mycluster, Slurm 26.05, 1 pool(s), 4 node(s))\n", "")
     target.write_text("# mine\n")
     assert slurmk8s("init", str(target)) == (2, "", f"{target}: already exists (use --force to overwrite)\n")

@@ -1,58 +1,48 @@
 """Apply the profile's accounts/users/QoS tree to slurmdbd with sacctmgr, idempotently.
 
-One code path for `up` (commands exec'd in the controller pod) and the lab (Lab.exec):
-the caller passes `run(argv) -> (returncode, stdout, stderr)`.
+One applier (slurmk8s/render/scripts/accounts.py) for `up`, `slurmk8s accounts apply`, the lab and
+the GitOps Job: the caller passes `run(argv) -> (returncode, stdout, stderr)`.
 """
 
 from __future__ import annotations
 
-import shlex
+
 from typing import Callable
 
 from slurmk8s.errors import ClusterError
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.accounts import Tree, desired_tree, parse_tree, plan_accounts, read_commands
+from slurmk8s.render.accounts import AccountsError, Tree, apply_tree, desired_tree, manages_accounts
+from slurmk8s.render.accounts import busy_accounts as _busy_accounts
+from slurmk8s.render.accounts import read_tree as _read_tree
 
 RunFn = Callable[[list[str]], tuple[int, str, str]]
-# Moving an account changes what its associations inherit, so a second round may find more to do.
-MAX_ROUNDS = 3
-
-
-def _check(run: RunFn, argv: list[str]) -> str:
-    code, out, err = run(argv)
-    if code != 0:
-        raise ClusterError(f"`{shlex.join(argv)}` exited {code}: {' '.join((err or out).split())[:300]}")
-    return out
 
 
 def read_tree(run: RunFn, cluster: str) -> Tree:
     """The live tree of one cluster, read with sacctmgr."""
-    outputs = {what: _check(run, argv) for what, argv in read_commands(cluster).items()}
-    return parse_tree(cluster, outputs["assoc"], outputs["user"], outputs["qos"])
+    try:
+        return _read_tree(run, cluster)
+    except AccountsError as e:
+        raise ClusterError(str(e)) from None
 
 
 def busy_accounts(run: RunFn) -> frozenset[str]:
     """Accounts with pending or running jobs (never deleted)."""
-    return frozenset(a.strip() for a in _check(run, ["squeue", "-h", "-o", "%a"]).split() if a.strip())
+    try:
+        return _busy_accounts(run)
+    except AccountsError as e:
+        raise ClusterError(str(e)) from None
 
 
 def apply_accounts(profile: Profile, run: RunFn, delete: bool = False,
                    log: Callable[[str], None] = lambda line: None) -> list[list[str]]:
     """Bring slurmdbd to the profile's tree; returns the commands run (empty when nothing differed)."""
-    if not profile.scheduling.manages_tree or not profile.accounting.enabled:
+    if not manages_accounts(profile):
         return []
-    desired = desired_tree(profile)
-    done: list[list[str]] = []
-    for _ in range(MAX_ROUNDS):
-        busy = busy_accounts(run) if delete else frozenset()
-        plan = plan_accounts(desired, read_tree(run, profile.name), delete=delete, busy_accounts=busy)
-        if not plan:
-            return done
-        for argv in plan:
-            log(f"  {shlex.join(argv)}")
-            _check(run, argv)
-        done += plan
-    raise ClusterError(f"accounts of {profile.name}: still differing after {MAX_ROUNDS} rounds of sacctmgr")
+    try:
+        return apply_tree(desired_tree(profile), run, delete=delete, log=log)
+    except AccountsError as e:
+        raise ClusterError(str(e)) from None
 
 
 def run_from_exec(exec_fn: Callable[[list[str]], str]) -> RunFn:
@@ -63,3 +53,32 @@ def run_from_exec(exec_fn: Callable[[list[str]], str]) -> RunFn:
         except ClusterError as e:
             return 1, "", str(e)
     return run
+
+
+def run_accounts_apply(profile_path: str, access, *, delete: bool = False, timeout: float = 60,
+                       verbose: bool = False, echo: Callable[[str], None] = print,
+                       exec_in_controller: Callable[[list[str]], str] | None = None) -> list[list[str]]:
+    """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
+    from slurmk8s.actions.files import read_profile
+    from slurmk8s.actions.up import controller_pod, header
+    from slurmk8s.kube.client import connect, request_budget
+    from slurmk8s.kube.execpod import controller_exec
+    from slurmk8s.render import render
+
+    profile = read_profile(profile_path)
+    if not manages_accounts(profile):
+        reason = "accounting is disabled" if not profile.accounting.enabled else "it has no spec.scheduling accounts, users or QoS"
+        echo(f"{profile_path}: nothing to apply: {reason}")
+        return []
+    bundle = render(profile)
+    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
+    echo(header(bundle, kube))
+    run = run_from_exec(exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster)))
+    done = apply_accounts(profile, run, delete=delete, log=echo)
+    echo(f"accounts: {len(done)} sacctmgr command(s) applied" if done
+         else f"accounts: cluster {profile.name} already has the profile's tree")
+    return done
+
+
+__all__ = ["apply_accounts", "busy_accounts", "read_tree", "run_accounts_apply", "run_from_exec"]
+

@@ -1,4 +1,9 @@
-"""`init`: write a commented starter profile."""
+"""`init`: write a commented starter profile, and the JSON Schema beside it for editors; `schema` prints it.
+
+The profile's first line is a yaml-language-server modeline naming slurmk8s.schema.json next to it,
+so VS Code (Red Hat's YAML extension), Neovim, Helix and other editors using that server check and
+complete the profile as it is typed. `slurmk8s schema` prints the same schema for any other place.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from pathlib import Path
 
 from slurmk8s.errors import OutputError, UsageError
 
-STARTER = """\
+SCHEMA_FILE = "slurmk8s.schema.json"
+MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}\n"
+STARTER = MODELINE + """\
 # A slurmk8s cluster profile. Check it with `slurmk8s validate`, look at what it makes
 # with `slurmk8s render -o out/`, stand it up with `slurmk8s up`.
 apiVersion: slurmk8s.io/v1alpha1
@@ -54,12 +61,47 @@ spec:
 """
 
 
-def write_starter(path: str, force: bool = False) -> Path | None:
-    """Write the starter profile (to stdout for '-'); refuse to overwrite unless forced."""
+def schema_text() -> str:
+    """The profile's JSON Schema, as `slurmk8s schema` prints it and `init` writes it."""
+    import json
+
+    from slurmk8s.profile.schema import profile_schema
+    return json.dumps(profile_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def print_schema() -> None:
+    """`slurmk8s schema`: the JSON Schema on standard output."""
+    from slurmk8s.actions.render import write_stdout
+    write_stdout(schema_text(), "the JSON Schema")
+
+
+def write_schema_beside(profile: Path) -> Path | None:
+    """slurmk8s.schema.json next to a profile (the modeline names it); None when a file of that name that is
+    not a slurmk8s schema is in the way (it is left alone)."""
+    import json
+
+    target = profile.parent / SCHEMA_FILE
+    text = schema_text()
+    if os.path.lexists(target):
+        try:
+            current = target.read_text(encoding="utf-8")
+            ours = json.loads(current).get("$id") == json.loads(text)["$id"]
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not ours or target.is_symlink():
+            return None
+        if current == text:
+            return target
+    _write_new(target, text, replace=True)
+    return target
+
+
+def write_starter(path: str, force: bool = False) -> list[Path]:
+    """Write the starter profile and its schema (the profile to stdout for '-'); refuse to overwrite unless forced."""
     if path == "-":
         from slurmk8s.actions.render import write_stdout
         write_stdout(STARTER, "the starter profile")
-        return None
+        return []
     p = Path(path)
     if os.path.lexists(p) and not force:  # a dangling symlink counts: writing would create its target
         raise UsageError(f"{p}: already exists (use --force to overwrite)")
@@ -68,24 +110,32 @@ def write_starter(path: str, force: bool = False) -> Path | None:
     if not p.parent.is_dir():
         raise UsageError(f"{p}: directory {p.parent} does not exist (create it first)")
     try:
-        # A new file next to the target, then one rename: an existing symlink is replaced, never followed.
-        fd, temp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(STARTER)
-            os.chmod(temp, 0o666 & ~_umask())
-            if force:
-                os.replace(temp, p)
-            else:
-                os.link(temp, p)  # fails if someone created p meanwhile
-        finally:
-            if os.path.lexists(temp):
-                os.unlink(temp)
+        _write_new(p, STARTER, replace=force)
     except FileExistsError:
         raise UsageError(f"{p}: already exists (use --force to overwrite)") from None
     except OSError as e:
         raise OutputError(f"{p}: cannot write the starter profile: {e.strerror or e}") from None
-    return p
+    try:
+        schema = write_schema_beside(p)
+    except OSError as e:
+        raise OutputError(f"{p.parent / SCHEMA_FILE}: cannot write the profile's JSON Schema: {e.strerror or e}") from None
+    return [p] + ([schema] if schema else [])
+
+
+def _write_new(p: Path, text: str, replace: bool) -> None:
+    """A new file next to the target, then one rename: an existing symlink is replaced, never followed."""
+    fd, temp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temp, 0o666 & ~_umask())
+        if replace:
+            os.replace(temp, p)
+        else:
+            os.link(temp, p)  # fails if someone created p meanwhile
+    finally:
+        if os.path.lexists(temp):
+            os.unlink(temp)
 
 
 def _umask() -> int:

@@ -80,4 +80,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     if applied:
         echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
     echo(f"cluster {bundle.cluster} is ready")
+    from slurmk8s.render.hints import login_hint
+    for line in login_hint(bundle, bundle.namespace):
+        echo(line)
     return plan

@@ -1,4 +1,10 @@
-"""Server-side apply of a bundle in stages, create-once Secrets, prune, and the dry-run plan."""
+"""Server-side apply of a bundle in stages, create-once Secrets, prune, and the dry-run plan.
+
+Before any write, a preflight reads what the bundle needs: every kind it applies is served (a CRD
+such as KEDA's installed) and every Secret it refers to but `up` does not create (an external
+database's password) exists with its key. Every object joins one inventory (kube/applyset.py), which
+prune and `down` read.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,9 @@ from typing import Callable
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj, dig
-from slurmk8s.kube.ownership import FIELD_MANAGER, foreign_selector, key_of, managed_by_us, owned_selector, owner_of
-from slurmk8s.kube.resources import PRUNABLE, Resolver, Resource, builtin
+from slurmk8s.kube.applyset import DATA_KINDS, ApplySet, bundle_kinds, kinds_of, with_membership
+from slurmk8s.kube.ownership import FIELD_MANAGER, foreign_selector, key_of, managed_by_us, owner_of
+from slurmk8s.kube.resources import Resolver, Resource, builtin
 from slurmk8s.kube.stages import STAGE_NAMES, group_by_stage, object_ref
 from slurmk8s.render import Bundle, RequiredSecret
 
@@ -78,21 +85,37 @@ class Applier:
         self.dry_run = dry_run
         self.progress = progress
         self._namespace_missing = False
+        self.applyset = ApplySet(kube, bundle, self.resolver)
 
     def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True) -> Plan:
-        """Apply every object and Secret stage by stage, then prune what the profile no longer has."""
+        """Check, then apply every object and Secret stage by stage, then prune what the profile no longer has."""
         stages = [(name, objects, lambda o, st=name: self.apply_object(o, st, owned))
                   for name, objects in group_by_stage(self.bundle.objects)]
         secrets_at = sum(1 for name, _, _ in stages if STAGE_NAMES.index(name) < STAGE_NAMES.index("secrets"))
         stages.insert(secrets_at, ("secrets", list(self.bundle.secrets), lambda s: self.ensure_secret(s, make_secret)))
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply") as pool:
-            owned = self._owned_objects(pool)
+            # Reads only, up to here: nothing is written unless everything the bundle needs is there.
+            preflight(self.kube, self.bundle, self.resolver, pool)
             refuse_foreign(self.kube, self.bundle, self.resolver, pool)
+            self.applyset.read_parent()
+            wanted_kinds = bundle_kinds(self.bundle)
+            owned = self.applyset.members(pool, self.applyset.recorded_kinds() | wanted_kinds)
             changes: list[Change] = []
+            parent_written = self.dry_run
             for stage, items, action in stages:
+                if not parent_written and stage != "namespace":
+                    # The superset first (once the namespace exists): a killed `up` leaves nothing the
+                    # inventory cannot find again.
+                    self.applyset.write_parent(self.applyset.recorded_kinds() | wanted_kinds | kinds_of(owned.values()))
+                    parent_written = True
                 changes += self.run_stage(pool, stage, items, action)
+            pruned: list[Obj] = []
             if prune:
-                changes += self.run_stage(pool, "prune", self.prune_candidates(owned), self._prune)
+                pruned = self.prune_candidates(owned)
+                changes += self.run_stage(pool, "prune", pruned, self._prune)
+            if not self.dry_run:  # then exactly what is left
+                gone = {key_of(o) for o in pruned}
+                self.applyset.write_parent(wanted_kinds | kinds_of(o for k, o in owned.items() if k not in gone))
         return Plan(tuple(changes))
 
     def run_stage(self, pool: ThreadPoolExecutor, stage: str, items: list, action: Callable) -> list[Change]:
@@ -111,28 +134,6 @@ class Applier:
         for change in results:
             self.progress(f"  {change.action:<12} {change.ref}")
         return results
-
-    def _owned_objects(self, pool: ThreadPoolExecutor) -> dict[tuple[str, str], Obj]:
-        """Our labelled objects now in the cluster, by (kind, name): change detection and prune input."""
-        ns = self.bundle.namespace
-        selector = owned_selector(self.bundle.cluster)
-        kinds = [builtin("v1", "Namespace")] + list(PRUNABLE)
-
-        def list_kind(resource):
-            """Objects of one kind carrying our labels."""
-            listing = self.kube.request("GET", resource.collection(ns), what=f"list {resource.plural} in {ns}",
-                                        query=[("labelSelector", selector)])
-            items = listing.items()
-            for item in items:  # list items come without kind and apiVersion
-                item.setdefault("kind", resource.kind)
-                item.setdefault("apiVersion", resource.api_version)
-            return items
-
-        owned: dict[tuple[str, str], Obj] = {}
-        for items in pool.map(list_kind, kinds):
-            for item in items:
-                owned[key_of(item)] = item
-        return owned
 
     def _query(self) -> list[tuple[str, str]]:
         query = [("fieldManager", FIELD_MANAGER)]
@@ -162,7 +163,7 @@ class Applier:
     def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
         """Server-side apply one object; owned (the earlier state) tells unchanged from configured."""
         resource = self.resolver.of(obj)
-        obj = self.keep_elastic_replicas(obj, resource)
+        obj = with_membership(self.keep_elastic_replicas(obj, resource), self.applyset.id)
         ns = obj["metadata"].get("namespace")
         path = resource.item(ns, obj["metadata"]["name"])
         what = f"apply {object_ref(obj)}"
@@ -211,25 +212,57 @@ class Applier:
             return Change(ref, CREATED, "secrets")
         made = self.kube.request("POST", resource.collection(ns), what=f"create {ref}",
                                  query=[("fieldManager", FIELD_MANAGER)],
-                                 body=make_secret(required), tolerate=(409,))
+                                 body=with_membership(make_secret(required), self.applyset.id), tolerate=(409,))
         # 409: someone created it between our GET and POST; theirs stays.
         return Change(ref, KEPT if made.status == 409 else CREATED, "secrets")
 
     def prune_candidates(self, owned: dict[tuple[str, str], Obj]) -> list[Obj]:
-        """Objects we applied earlier that the bundle no longer has (never Namespaces, Secrets, PVCs)."""
+        """Members of the inventory the bundle no longer has, of any kind (never Namespaces, Secrets, PVCs)."""
         wanted = {key_of(o) for o in self.bundle.objects}
-        prunable = {r.kind for r in PRUNABLE}
         return [obj for key, obj in sorted(owned.items())
-                if key[0] in prunable and key not in wanted and managed_by_us(obj, self.bundle.cluster)]
+                if key[0] not in DATA_KINDS and key not in wanted and managed_by_us(obj, self.bundle.cluster)]
 
     def _prune(self, obj: Obj) -> Change:
         ref = object_ref(obj)
         if self.dry_run:
             return Change(ref, PRUNED, "prune", stripped(obj), None)
-        resource = next(r for r in PRUNABLE if r.kind == obj["kind"])
+        resource = self.resolver.of(obj)
         self.kube.request("DELETE", resource.item(self.bundle.namespace, obj["metadata"]["name"]),
                           what=f"prune {ref}", query=[("propagationPolicy", "Background")], tolerate=(404,))
         return Change(ref, PRUNED, "prune")
+
+
+def preflight(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolExecutor) -> None:
+    """ClusterError, before any write, when the cluster lacks what the bundle needs.
+
+    Every kind must be served (a missing CRD used to stop `up` after five StatefulSets were
+    created), and every Secret the pods refer to that `up` does not create must exist with the key
+    they read (a pod would wait in CreateContainerConfigError for ever).
+    """
+    kinds = {(o["apiVersion"], o["kind"]): o for o in bundle.objects}
+    list(pool.map(resolver.of, kinds.values()))  # raises for the first kind the cluster does not serve
+    needed = bundle.referenced_secrets()
+    ns = bundle.namespace
+    resource = builtin("v1", "Secret")
+
+    def check(item: tuple[str, tuple[str, ...]]) -> str | None:
+        name, keys = item
+        found = kube.request("GET", resource.item(ns, name), what=f"read Secret/{name}", tolerate=(404,))
+        example = " ".join(f"--from-literal={k}=..." for k in keys)
+        if found.status == 404:
+            return (f"Secret/{name} in namespace {ns} does not exist, and the profile's pods need it (keys: "
+                    f"{', '.join(keys)}): create it first, e.g. kubectl -n {ns} create secret generic {name} {example}")
+        data = {**(found.body.get("data") or {}), **(found.body.get("stringData") or {})}
+        missing = [k for k in keys if k not in data]
+        if missing:
+            return (f"Secret/{name} in namespace {ns} has no key {', '.join(missing)}, which the profile's pods "
+                    f"read (it has: {', '.join(sorted(data)) or 'no keys'})")
+        return None
+
+    problems = [p for p in pool.map(check, sorted(needed.items())) if p]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ClusterError(problems[0] + more)
 
 
 def foreign_objects(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolExecutor,

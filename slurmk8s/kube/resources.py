@@ -86,6 +86,27 @@ class Resolver:
             self._found[key] = found
         return found
 
+    def of_group_kind(self, group: str, kind: str) -> Resource | None:
+        """The served resource of a group kind, at the group's preferred version (None when not served)."""
+        with self._lock:
+            for (api_version, known_kind), resource in self._found.items():
+                if known_kind == kind and (api_version.rsplit("/", 1)[0] if "/" in api_version else "") == group:
+                    return resource
+        if not group:
+            version = "v1"
+        else:
+            found = self.kube.request("GET", f"/apis/{group}", what=f"discover {group}", tolerate=(404,))
+            version = (found.body.get("preferredVersion") or {}).get("groupVersion") if found.status == 200 else None
+            if not isinstance(version, str):
+                return None
+        try:
+            resource = self._discover(version, kind)
+        except ClusterError:
+            return None
+        with self._lock:
+            self._found[(version, kind)] = resource
+        return resource
+
     def _discover(self, api_version: str, kind: str) -> Resource:
         path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         listing = self.kube.request("GET", path, what=f"discover {api_version} {kind}", tolerate=(404,))

@@ -1,4 +1,9 @@
-"""`down`: delete our workloads and their plumbing; PVCs and Secrets only when asked."""
+"""`down`: delete our workloads and their plumbing; PVCs and Secrets only when asked.
+
+What to delete is the ApplySet inventory `up` keeps (kube/applyset.py): every kind ever applied,
+the KEDA ScaledObject included. The parent stays while data it lists stays (the Namespace,
+PVCs, Secrets), and goes with --delete-data.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from typing import Callable
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.apply import Change, Plan, foreign_objects
+from slurmk8s.kube.applyset import DATA_KINDS, LABEL_PART_OF, ApplySet, bundle_kinds, kinds_of
 from slurmk8s.kube.client import Kube, Obj
 from slurmk8s.kube.ownership import key_of, managed_by_us, owned_selector, owner_of
-from slurmk8s.kube.resources import PRUNABLE, Resolver, Resource, builtin
+from slurmk8s.kube.resources import Resolver, Resource, builtin
 from slurmk8s.kube.stages import STAGE_NAMES, object_ref, stage_of
 from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
@@ -39,6 +45,8 @@ class Teardown:
         self.bundle = bundle
         self.workers = max(1, workers)
         self.progress = progress
+        self.resolver = Resolver(kube)
+        self.applyset = ApplySet(kube, bundle, self.resolver)
 
     def _list(self, resource: Resource, selector: str) -> list[Obj]:
         listing = self.kube.request("GET", resource.collection(self.bundle.namespace),
@@ -50,11 +58,11 @@ class Teardown:
         return items
 
     def workloads_and_plumbing(self) -> list[Obj]:
-        """Every object we applied (labels + field manager), except Namespace, Secrets and PVCs."""
-        cluster = self.bundle.cluster
+        """Every member of the inventory (any kind), except Namespace, Secrets and PVCs."""
+        self.applyset.read_parent()
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            lists = pool.map(lambda r: self._list(r, owned_selector(cluster)), PRUNABLE)
-            found = [o for items in lists for o in items if managed_by_us(o, cluster)]
+            members = self.applyset.members(pool, self.applyset.recorded_kinds() | bundle_kinds(self.bundle))
+        found = [o for key, o in members.items() if key[0] not in DATA_KINDS]
         return sorted(found, key=lambda o: (-stage_of(o), key_of(o)))
 
     def data(self) -> tuple[list[Obj], list[Obj]]:
@@ -86,7 +94,7 @@ class Teardown:
         return changes
 
     def _delete_one(self, obj: Obj, dry_run: bool, stage: str) -> Change:
-        resource = _resource_of(obj["kind"])
+        resource = self.resolver.of({"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"]})
         query = [("propagationPolicy", "Background")] + ([("dryRun", "All")] if dry_run else [])
         uid = obj["metadata"].get("uid")
         # The object we listed (and checked is ours), not whatever carries its name by the time we delete.
@@ -115,13 +123,6 @@ class Teardown:
             sleep(interval)
 
 
-def _resource_of(kind: str) -> Resource:
-    for r in PRUNABLE + (builtin("v1", "Secret"), builtin("v1", "PersistentVolumeClaim")):
-        if r.kind == kind:
-            return r
-    raise KeyError(kind)
-
-
 def tear_down(kube: Kube, bundle: Bundle, *, delete_data: bool, wait_timeout: float | None = 300,
               dry_run: bool = False, workers: int = 8,
               progress: Callable[[str], None] = lambda line: None) -> tuple[Plan, list[str]]:
@@ -140,6 +141,12 @@ def tear_down(kube: Kube, bundle: Bundle, *, delete_data: bool, wait_timeout: fl
     else:
         kept += [object_ref(o) for o in sorted(ours, key=key_of)]
     changes = td.delete(doomed, dry_run=dry_run)
+    if td.applyset.parent is not None:
+        if delete_data:
+            td.applyset.delete_parent(dry_run=dry_run)  # nothing of the set is left
+        elif not dry_run:  # the inventory now lists what stays: the Namespace, claims and Secrets
+            members = [o for o in ours if (o["metadata"].get("labels") or {}).get(LABEL_PART_OF) == td.applyset.id]
+            td.applyset.write_parent(kinds_of(members) | {"Namespace"})
     if wait_timeout and not dry_run:
         td.wait_for_pods_gone(wait_timeout)
     return Plan(tuple(changes)), kept

@@ -315,7 +315,7 @@ def write_hosts(lab: Lab) -> None:
     lines += [f"{lab.network.pods[p.name].ip} {' '.join(names[p.name])}" for p in lab.pods if p.name in lab.network.pods]
     if lab.api:  # cluster DNS for the API Service
         lines.append(f"{lab.api.address} kubernetes kubernetes.default kubernetes.default.svc "
-                     f"kubernetes.default.svc.{naming.CLUSTER_DOMAIN}")
+                     f"kubernetes.default.svc.{lab.bundle.cluster_domain}")
     path = lab.lab_dir / "hosts"
     if not path.exists():
         path.touch()

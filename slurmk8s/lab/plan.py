@@ -13,7 +13,6 @@ from typing import Any
 from slurmk8s import naming
 from slurmk8s.render import Bundle
 
-CLUSTER_DOMAIN = naming.CLUSTER_DOMAIN
 
 
 @dataclass(frozen=True)
@@ -99,11 +98,14 @@ def _volume(v: dict[str, Any], owner: str, ordinal: int) -> Volume:
     raise ValueError(f"{owner}: volume {v['name']} of an unsupported kind: {sorted(v)}")
 
 
-def _container(c: dict[str, Any], gpu_resources: set[str]) -> Container:
+def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str] | None = None) -> Container:
+    """A container of a pod; fields are the pod's downward-API values (metadata.namespace, ...)."""
     env, secret_env = [], []
     for e in c.get("env", []):
         if "value" in e:
             env.append((e["name"], e["value"]))
+        elif "fieldRef" in e.get("valueFrom", {}):
+            env.append((e["name"], (fields or {}).get(e["valueFrom"]["fieldRef"]["fieldPath"], "")))
         else:
             ref = e["valueFrom"]["secretKeyRef"]
             secret_env.append((e["name"], ref["name"], ref["key"]))
@@ -156,6 +158,7 @@ def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
     # A claim template gives each member its own claim <template>-<pod>.
     volumes += [Volume(t["metadata"]["name"], "claim", f"{t['metadata']['name']}-{name}")
                 for t in spec.get("volumeClaimTemplates", [])]
+    fields = {"metadata.namespace": workload["metadata"]["namespace"], "metadata.name": name}
     return Pod(
         name=name,
         hostname=name,
@@ -166,8 +169,8 @@ def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
         owner=owner,
         service=spec.get("serviceName"),
         volumes=tuple(volumes),
-        init=tuple(_container(c, gpu_resources) for c in template["spec"].get("initContainers", [])),
-        containers=tuple(_container(c, gpu_resources) for c in template["spec"]["containers"]),
+        init=tuple(_container(c, gpu_resources, fields) for c in template["spec"].get("initContainers", [])),
+        containers=tuple(_container(c, gpu_resources, fields) for c in template["spec"]["containers"]),
         labels=dict(labels),
         service_account_token=bool(template["spec"].get("automountServiceAccountToken", True)),
         first_node=int(template["metadata"].get("annotations", {}).get(naming.ANNOTATION_FIRST_NODE, "0")),
@@ -189,14 +192,16 @@ def dns_names(bundle: Bundle, pods: list[Pod]) -> dict[str, list[str]]:
     names: dict[str, list[str]] = {p.name: [p.hostname] for p in pods}
     for p in pods:
         if p.service:
-            names[p.name] += [f"{p.hostname}.{p.service}"] + _qualified(f"{p.hostname}.{p.service}", p.namespace)
+            names[p.name] += [f"{p.hostname}.{p.service}"] + _qualified(f"{p.hostname}.{p.service}", p.namespace,
+                                                                        bundle.cluster_domain)
     for svc in bundle.of_kind("Service"):
         selector = svc["spec"].get("selector", {})
         chosen = [p for p in pods if selector and all(p.labels.get(k) == v for k, v in selector.items())]
         if chosen:
-            names[chosen[0].name] += [svc["metadata"]["name"]] + _qualified(svc["metadata"]["name"], svc["metadata"]["namespace"])
+            names[chosen[0].name] += [svc["metadata"]["name"]] + _qualified(svc["metadata"]["name"], svc["metadata"]["namespace"],
+                                                                            bundle.cluster_domain)
     return names
 
 
-def _qualified(name: str, namespace: str) -> list[str]:
-    return [f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}"]
+def _qualified(name: str, namespace: str, domain: str) -> list[str]:
+    return [f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.{domain}"]

@@ -8,6 +8,12 @@ Values expose what can change without desynchronising Slurm from its pods:
   nodes (a slurmd's CPUs and memory are its node definition in slurm.conf, so those stay fixed).
 Everything else (names, Slurm config, node sizes) comes from the profile: change the profile, re-render.
 
+Helm conventions: objects go to the release's namespace ({{ .Release.Namespace }}, also in the RBAC
+subjects and the pods' DNS search domains); the chart ships no Namespace (`helm install
+--create-namespace`); PVCs carry helm.sh/resource-policy: keep, so `helm uninstall` keeps the data as
+`slurmk8s down` does (the chart holds no Secret: `slurmk8s secrets create` makes them); `global` is
+allowed in the values so the chart works as a subchart; NOTES.txt says how to log in.
+
 The chart version is 0.1.0+<12 hex digits of sha256 over the chart's content>: deterministic, it
 changes exactly when the rendered chart changes, and as semver build metadata it never claims an
 ordering between two renderings (the profile in git carries the history).
@@ -24,9 +30,17 @@ from slurmk8s import naming
 from slurmk8s.output.plain import MARKER, object_filename, secrets_notice
 from slurmk8s.output.yamlout import dump
 from slurmk8s.render import Bundle
+from slurmk8s.render.hints import login_hint
 from slurmk8s.render.k8s.security import WORKLOAD_KINDS
 
 CHART_BASE_VERSION = "0.1.0"
+RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
+# A whole value: quoted, so the template is YAML before Helm renders it too (yamllint, editors).
+RELEASE_NAMESPACE_VALUE = f'"{RELEASE_NAMESPACE}"'
+ANNOTATION_RESOURCE_POLICY = "helm.sh/resource-policy"
+KEPT_KINDS = ("PersistentVolumeClaim", "Secret")
+# The account tree's Job runs after every install and upgrade, replacing the last run.
+HOOK_ANNOTATIONS = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
 _SENTINEL_BASE = "__helm_value"
 # Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
 _NODE_COMPONENTS = (naming.WORKER,)
@@ -93,6 +107,27 @@ def chart_values(bundle: Bundle) -> dict[str, Any]:
     return {"pools": pools, "workloads": workloads}
 
 
+def _in_release_namespace(obj: dict, bundle: Bundle, t: _Templater) -> dict:
+    """A copy of obj placed in the release's namespace: metadata, RBAC subjects, DNS search domains."""
+    ns = bundle.namespace
+    meta = dict(obj["metadata"])
+    if "namespace" in meta:
+        meta["namespace"] = t.hole(RELEASE_NAMESPACE_VALUE)
+    if obj["kind"] in KEPT_KINDS:
+        meta["annotations"] = dict(sorted({**meta.get("annotations", {}), ANNOTATION_RESOURCE_POLICY: "keep"}.items()))
+    obj = {**obj, "metadata": meta}
+    if "subjects" in obj:
+        obj["subjects"] = [{**s, "namespace": t.hole(RELEASE_NAMESPACE_VALUE)} if s.get("namespace") == ns else s
+                           for s in obj["subjects"]]
+    pod = obj.get("spec", {}).get("template", {}).get("spec") if isinstance(obj.get("spec"), dict) else None
+    if pod and "dnsConfig" in pod:
+        marker = f".{ns}.svc."
+        searches = [s.replace(marker, f".{t.hole(RELEASE_NAMESPACE)}.svc.", 1) for s in pod["dnsConfig"]["searches"]]
+        pod = {**pod, "dnsConfig": {**pod["dnsConfig"], "searches": searches}}
+        obj = {**obj, "spec": {**obj["spec"], "template": {**obj["spec"]["template"], "spec": pod}}}
+    return obj
+
+
 def _template_object(obj: dict, t: _Templater) -> dict:
     """A copy of obj whose pool replicas, images and safe resources read .Values."""
     if obj["kind"] not in WORKLOAD_KINDS:
@@ -153,8 +188,23 @@ def values_schema(bundle: Bundle, values: dict[str, Any]) -> dict[str, Any]:
         "properties": {
             "pools": {"type": "object", "additionalProperties": False, "properties": pools},
             "workloads": {"type": "object", "additionalProperties": False, "properties": workloads},
+            # Helm passes an umbrella chart's global values to every subchart.
+            "global": {"type": "object", "description": "Values an umbrella chart shares with its subcharts (unused here)."},
         },
     }
+
+
+def notes(bundle: Bundle) -> str:
+    """templates/NOTES.txt: what Helm prints after install and upgrade (a template: the namespace is the release's)."""
+    lines = [f"Slurm cluster {bundle.cluster} in namespace {RELEASE_NAMESPACE}.", ""]
+    if bundle.secrets:
+        names = ", ".join(s.name for s in bundle.secrets)
+        lines += [f"Its pods need the Secrets {names} in this namespace (the chart never holds key material).",
+                  f"Create them once; for the profile's own namespace ({bundle.namespace}) this does it:",
+                  "  slurmk8s secrets create PROFILE",
+                  "and SECRETS.txt beside the chart's source lists their keys for any other way.", ""]
+    lines += login_hint(bundle, RELEASE_NAMESPACE)
+    return "\n".join(lines) + "\n"
 
 
 def helm_tree(bundle: Bundle) -> dict[str, str]:
@@ -162,13 +212,20 @@ def helm_tree(bundle: Bundle) -> dict[str, str]:
     templater = _Templater(bundle)
     tree: dict[str, str] = {}
     for obj in bundle.objects:
-        tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(obj, templater))
+        if obj["kind"] == "Namespace":
+            continue  # the release's namespace: `helm install -n NS --create-namespace`
+        placed = _in_release_namespace(obj, bundle, templater)
+        tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(placed, templater))
+    for hook in bundle.hooks:
+        hooked = {**hook, "metadata": {**hook["metadata"], "annotations": dict(sorted(
+            {**hook["metadata"].get("annotations", {}), **HOOK_ANNOTATIONS}.items()))}}
+        tree["templates/" + object_filename(hook).removeprefix("manifests/")] = \
+            templater.text(_in_release_namespace(hooked, bundle, templater))
     values = chart_values(bundle)
     tree["values.yaml"] = ("# Only what can change without desynchronising Slurm; everything else comes from the\n"
                            "# slurmk8s profile (change it and re-render). Limits: values.schema.json.\n") + dump(values)
     tree["values.schema.json"] = json.dumps(values_schema(bundle, values), indent=2) + "\n"
-    tree["templates/NOTES.txt"] = (f"Slurm cluster {bundle.cluster} in namespace {bundle.namespace}.\n"
-                                   "Create its Secrets first, once: slurmk8s secrets create PROFILE\n")
+    tree["templates/NOTES.txt"] = notes(bundle)
     tree[".helmignore"] = f"SECRETS.txt\n{MARKER}\n"
     if bundle.secrets:
         tree["SECRETS.txt"] = secrets_notice(bundle)

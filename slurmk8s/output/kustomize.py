@@ -1,4 +1,8 @@
-"""The kustomize output: the plain tree plus a kustomization.yaml listing the manifests in apply order."""
+"""The kustomize output: the plain tree plus a kustomization.yaml listing the manifests in apply order.
+
+It also holds the bundle's hooks (the Job applying the account tree) after everything else: a
+GitOps tool applies it with the rest, and `up`, which does that work itself, never reads this tree.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ def build_kustomization(objects: list[dict] | tuple[dict, ...]) -> dict:
     }
 
 
-def kustomize_tree(bundle: Bundle, objects: list[dict] | tuple[dict, ...] | None = None) -> dict[str, str]:
-    """Relative path -> content: the plain tree (of objects, the bundle's by default) and kustomization.yaml."""
+def kustomize_tree(bundle: Bundle, objects: list[dict] | tuple[dict, ...] | None = None,
+                   hooks: list[dict] | tuple[dict, ...] | None = None) -> dict[str, str]:
+    """Relative path -> content: the plain tree (of objects and hooks, the bundle's by default) and kustomization.yaml."""
     objects = bundle.objects if objects is None else tuple(objects)
+    hooks = bundle.hooks if hooks is None else tuple(hooks)
     tree = plain_tree(bundle)
-    tree.update({object_filename(o): dump(o) for o in objects})
-    tree[KUSTOMIZATION] = dump(build_kustomization(objects))
+    tree.update({object_filename(o): dump(o) for o in tuple(objects) + tuple(hooks)})
+    tree[KUSTOMIZATION] = dump(build_kustomization(tuple(objects) + tuple(hooks)))
     return dict(sorted(tree.items()))

@@ -13,7 +13,7 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.profile.topology import check_topology
-from slurmk8s.quantity import to_mib
+from slurmk8s.quantity import to_bytes, to_mib
 
 Problem = tuple[tuple, str, bool]
 
@@ -36,6 +36,7 @@ OWNED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "
 RESERVED_POOL_NAMES = frozenset({naming.CONTROLLER, naming.ACCOUNTING, naming.DATABASE, naming.LOGIN,
                                  naming.RESTAPI, "slurmd", "default"})
 MIN_POOL_MEMORY_MIB = 512
+DAEMON_PORTS = (6817, 6818, 6819, 6820)  # slurmctld, slurmd, slurmdbd, slurmrestd
 # Slurm nodes of one cluster (every pool's maxReplicas): far above real clusters, low enough
 # that checking and rendering stay within seconds.
 MAX_CLUSTER_NODES = 65536
@@ -102,8 +103,8 @@ def _check_pools(profile: Profile, spec: dict) -> list[Problem]:
         rdma = raw.get("rdma") or {}
         hp = rdma.get("hugepages")
         if hp:
-            size = to_mib(hp.get("size", "2Mi"))
-            if to_mib(hp["amount"]) % size:
+            size = to_bytes(hp.get("size", "2Mi"))
+            if to_bytes(hp["amount"]) % size:
                 out.append((at + ("rdma", "hugepages", "amount"), f"{hp['amount']} is not a multiple of the page size {hp.get('size', '2Mi')}", False))
         listed: set[str] = set()
         for j, net in enumerate(rdma.get("networks", [])):
@@ -159,6 +160,10 @@ def _check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     low, high = (int(x) for x in profile.srun_port_range.split("-"))
     if not 1024 <= low <= high <= 65535:
         out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))
+    elif low <= DAEMON_PORTS[-1] and high >= DAEMON_PORTS[0]:
+        out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' overlaps the ports of the Slurm "
+                    f"daemons ({DAEMON_PORTS[0]}-{DAEMON_PORTS[-1]}: slurmctld, slurmd, slurmdbd, slurmrestd); "
+                    "choose a range outside them, such as 60001-63000", False))
     images = slurm.get("images", {})
     custom = "tag" in images or images.get("registry", DEFAULT_IMAGE_REGISTRY) != DEFAULT_IMAGE_REGISTRY
     components = ("controller", "worker", "accounting", "login", "restapi")

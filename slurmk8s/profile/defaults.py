@@ -16,6 +16,7 @@ from __future__ import annotations
 
 DEFAULTS: dict[str, object] = {
     "metadata.namespace": "slurm",
+    "spec.clusterDomain": "cluster.local",
     "spec.slurm.version": "26.05",
     "spec.slurm.images.registry": "ghcr.io/slinkyproject",
     "spec.slurm.images.os": "ubuntu24.04",

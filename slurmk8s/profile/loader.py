@@ -12,12 +12,14 @@ from slurmk8s import naming, versions
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
+from slurmk8s.profile.kubevalues import toleration_findings
 from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
 from slurmk8s.profile.scheduling import load_scheduling
-from slurmk8s.profile.schema import describe_value, validate_schema
+from slurmk8s.profile.repair import repair
+from slurmk8s.profile.schema import describe_value, schema_findings
 from slurmk8s.profile.sidebyside import load_side_by_side
 from slurmk8s.profile.topology import load_topology
 from slurmk8s.profile.yamlpos import format_path, parse
@@ -52,21 +54,37 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
         raise ProfileError(source, errors)
     if not isinstance(document, dict):
         raise ProfileError(source, [FieldError(*positions.of(()), "", f"expected a ClusterProfile mapping, found {describe_value(document)}")])
-    errors = validate_schema(document, positions)
+    findings = schema_findings(document, positions)
     # One line per field: a value its pattern already refuses is not reported twice.
-    errors += [e for e in unsafe_text(document, positions) if e.path not in {s.path for s in errors}]
-    if errors:
+    refused = {f.error.path for f in findings}
+    unsafe = [(path, e) for path, e in _unsafe_findings(document, positions) if e.path not in refused]
+    errors = [f.error for f in findings] + [e for _, e in unsafe]
+    # Rules the API server applies across one toleration's fields; no other check reads tolerations.
+    errors += [FieldError(*positions.of(path), format_path(path), message)
+               for path, message in toleration_findings(document) if format_path(path) not in refused]
+    if findings or unsafe:
+        # Every problem at once: the cross-field checks also run, on a repaired copy (profile.repair).
+        fixed = repair(document, findings, [path for path, _ in unsafe])
+        if fixed is not None and not fixed.dropped:
+            problems = checks.check_profile(_to_model(fixed.document, source), fixed.document)
+            errors += [FieldError(*positions.of(path, key=key), format_path(path), fixed.restore(msg))
+                       for path, msg, key in problems if not fixed.touches(path, msg)]
         raise ProfileError(source, errors)
     profile = _to_model(document, source)
-    problems = checks.check_profile(profile, document)
-    if problems:
-        raise ProfileError(source, [FieldError(*positions.of(path, key=key), format_path(path), msg) for path, msg, key in problems])
+    errors += [FieldError(*positions.of(path, key=key), format_path(path), msg)
+               for path, msg, key in checks.check_profile(profile, document)]
+    if errors:
+        raise ProfileError(source, errors)
     return profile
 
 
 def unsafe_text(document: Any, positions: Any) -> list[FieldError]:
     """Every key or string value holding a line break or another control character."""
-    errors: list[FieldError] = []
+    return [e for _, e in _unsafe_findings(document, positions)]
+
+
+def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldError]]:
+    errors: list[tuple[tuple, FieldError]] = []
 
     def problem(text: str, multiline: bool) -> str | None:
         found = _UNSAFE.search(text)
@@ -84,7 +102,8 @@ def unsafe_text(document: Any, positions: Any) -> list[FieldError]:
             for key, item in value.items():
                 message = problem(key, False) if isinstance(key, str) else None
                 if message:
-                    errors.append(FieldError(*positions.of(path + (key,), key=True), format_path(path + (key,)), message))
+                    errors.append((path + (key,), FieldError(*positions.of(path + (key,), key=True),
+                                                             format_path(path + (key,)), message)))
                 else:
                     walk(item, path + (key,))
         elif isinstance(value, list):
@@ -94,7 +113,7 @@ def unsafe_text(document: Any, positions: Any) -> list[FieldError]:
             generic = tuple(None if isinstance(p, int) else p for p in path)
             message = problem(value, generic in _MULTILINE_FIELDS)
             if message:
-                errors.append(FieldError(*positions.of(path), format_path(path), message))
+                errors.append((path, FieldError(*positions.of(path), format_path(path), message)))
 
     walk(document, ())
     return errors
@@ -127,7 +146,8 @@ def _to_model(doc: dict, source: str) -> Profile:
         images=images,
         slurm_config=tuple(sorted((k, _conf_value(v)) for k, v in slurm.get("config", {}).items())),
         controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
-        controller_storage=Storage(cstorage.get("size", _d("spec.controller.storage.size")), cstorage.get("storageClassName")),
+        controller_storage=Storage(str(cstorage.get("size", _d("spec.controller.storage.size"))),
+                                   cstorage.get("storageClassName")),
         accounting=_accounting(spec.get("accounting", {})),
         login=_login(spec.get("login", {})),
         restapi_enabled=_get(spec.get("restapi", {}), "enabled", "spec.restapi.enabled"),
@@ -143,6 +163,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         scheduling=load_scheduling(spec.get("scheduling", {})),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
+        cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
         source=source,
     )
 
@@ -184,7 +205,7 @@ def _accounting(raw: dict) -> Accounting:
             password=SecretRef(ext["passwordSecret"]["name"], ext["passwordSecret"]["key"]),
         ))
     emb = db.get("embedded", {})
-    storage = Storage(emb.get("storage", _d("spec.accounting.database.embedded.storage")), emb.get("storageClassName"))
+    storage = Storage(str(emb.get("storage", _d("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
     return Accounting(enabled, storage if enabled else None, None)
 
 
@@ -210,14 +231,14 @@ def _pool(raw: dict) -> Pool:
         min_replicas=raw.get("minReplicas", replicas),
         max_replicas=raw.get("maxReplicas", max(replicas, 1)),
         cpus=raw["cpus"],
-        memory=raw["memory"],
+        memory=str(raw["memory"]),
         memory_mib=to_mib(raw["memory"]),
         gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource"))) if gpus else None,
         rdma=Rdma(
             resource=rdma["resource"],
             count=rdma.get("count", _d("spec.pools[].rdma.count")),
             networks=tuple(rdma.get("networks", [])),
-            hugepages=Hugepages(hp.get("size", _d("spec.pools[].rdma.hugepages.size")), hp["amount"]) if hp else None,
+            hugepages=Hugepages(hp.get("size", _d("spec.pools[].rdma.hugepages.size")), str(hp["amount"])) if hp else None,
         ) if rdma else None,
         features=tuple(raw.get("features", [])),
         node_selector=tuple(sorted(raw.get("nodeSelector", {}).items())),

@@ -151,6 +151,7 @@ class Profile:
     scheduling: Scheduling = field(default_factory=lambda: load_scheduling({}))
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
+    cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import jsonschema
 
 from slurmk8s.errors import FieldError
+from slurmk8s.profile.kubevalues import FORMATS
+from slurmk8s.quantity import PATTERN as QUANTITY_PATTERN
 from slurmk8s.profile.yamlpos import Positions, format_path
 
 
@@ -33,50 +36,107 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _format_checker() -> jsonschema.FormatChecker:
+    """The formats of Kubernetes-side values, checked by the API server's rules (profile.kubevalues)."""
+    checker = jsonschema.FormatChecker(formats=())
+    for name, problem in FORMATS.items():
+        checker.checks(name, raises=ValueError)(_raising(problem))
+    return checker
+
+
+def _raising(problem: Any) -> Any:
+    """A format check: True, or ValueError(the rule's message), which _word reports as is."""
+    def check(instance: Any) -> bool:
+        if isinstance(instance, str) or (isinstance(instance, int) and not isinstance(instance, bool)):
+            message = problem(instance)
+            if message:
+                raise ValueError(message)
+        return True
+    return check
+
+
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
     base = jsonschema.Draft202012Validator
     cls = jsonschema.validators.extend(
         base, validators={"pattern": _pattern},
         type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
-    return cls(profile_schema())
+    return cls(profile_schema(), format_checker=_format_checker())
+
+
+@dataclass(frozen=True)
+class SchemaFinding:
+    """One schema violation: where it is (path), and for a missing field, which one (missing)."""
+
+    path: tuple
+    error: FieldError
+    missing: str | None = None
+    missing_schema: dict | None = None
+    unknown: bool = False  # an unknown field: dropping it changes nothing the checks read
 
 
 def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
     """Every schema violation of a parsed profile, located and worded for people."""
-    found: dict[tuple, list[tuple[jsonschema.ValidationError, FieldError]]] = {}
+    return [f.error for f in schema_findings(document, positions)]
 
-    def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool) -> None:
-        found.setdefault(path, []).append((err, FieldError(*positions.of(path, key=key), format_path(path), message)))
+
+def is_schema_valid(document: Any) -> bool:
+    """True when the document has no schema violation at all."""
+    try:
+        return next(_validator().iter_errors(document), None) is None
+    except RecursionError:
+        return False
+
+
+def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
+    """validate_schema's problems with their raw paths (profile.repair works on those)."""
+    found: dict[tuple, list[tuple[jsonschema.ValidationError, SchemaFinding]]] = {}
+
+    def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool, missing: str | None = None,
+            unknown: bool = False) -> None:
+        sub = _resolve(err.schema.get("properties", {}).get(missing, {})) if missing else None
+        finding = SchemaFinding(path, FieldError(*positions.of(path, key=key), format_path(path), message), missing,
+                                sub, unknown)
+        found.setdefault(path, []).append((err, finding))
 
     try:
         found_errors = list(_validator().iter_errors(document))
     except RecursionError:  # yamlpos bounds nesting; this keeps a deeper document from a traceback
-        return [FieldError(*positions.of(()), "", "nested too deeply to check")]
+        return [SchemaFinding((), FieldError(*positions.of(()), "", "nested too deeply to check"))]
     for err in found_errors:
         path = tuple(err.absolute_path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             allowed = sorted(err.schema.get("properties", {}))
             hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
             for extra in sorted(k for k in err.instance if k not in err.schema.get("properties", {})):
-                add(err, path + (extra,), f"unknown field{hint}", True)
+                add(err, path + (extra,), f"unknown field{hint}", True, unknown=True)
         elif err.validator == "required" and isinstance(err.instance, dict):
             # jsonschema yields one error per missing key; each carries the whole list.
             for missing in err.validator_value:
                 if missing not in err.instance:
-                    add(err, path, f"missing required field '{missing}'", False)
+                    add(err, path, f"missing required field '{missing}'", False, missing)
         elif "propertyNames" in err.schema_path:
-            add(err, path + (err.instance,), f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}", True)
+            words = str(err.cause) if err.validator == "format" and err.cause is not None else \
+                f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}"
+            add(err, path + (err.instance,), words, True)
         else:
             add(err, path, _word(err), False)
-    errors = []
+    findings = []
     for items in found.values():
         # A value of the wrong type also fails its enum/pattern: report only the type. A value
         # far too long for its pattern is reported by its length alone.
-        typed = [fe for e, fe in items if e.validator == "type"]
-        too_long = [fe for e, fe in items if e.validator == "maxLength"]
-        errors += typed or too_long or [fe for _, fe in items]
-    return errors
+        typed = [f for e, f in items if e.validator == "type"]
+        too_long = [f for e, f in items if e.validator == "maxLength"]
+        findings += typed or too_long or [f for _, f in items]
+    return findings
+
+
+def _resolve(sub: dict) -> dict:
+    """A property's schema with its local $ref followed (one level: the schema's $defs)."""
+    ref = sub.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        return {**profile_schema()["$defs"][ref.rsplit("/", 1)[1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+    return sub
 
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
@@ -88,7 +148,7 @@ _PATTERNS = {
                                        "starting and ending with a letter or digit)",
     "^[a-z]([-a-z0-9]*[a-z0-9])?$": "a DNS-1035 label (lowercase letters, digits and '-', "
                                     "starting with a letter and ending with a letter or digit)",
-    "^[0-9]+(Mi|Gi|Ti)$": "a quantity in Mi, Gi or Ti such as 512Mi or 16Gi",
+    QUANTITY_PATTERN: "a Kubernetes quantity such as 512Mi, 16Gi, 2G or 2147483648 (bytes)",
     "^(UNLIMITED|INFINITE|([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]+)$":
         "UNLIMITED, minutes, or [days-]hours:minutes:seconds such as 2-00:00:00",
     "^[0-9]{4,5}-[0-9]{4,5}$": "a port range LOW-HIGH such as 60001-63000",
@@ -156,6 +216,8 @@ def _word(err: jsonschema.ValidationError) -> str:
         return f"expected {err.validator_value!r}, found {describe_value(inst)}"
     if v == "pattern":
         return f"expected {_pattern_words(err.validator_value)}, found {_short(inst)}"
+    if v == "format" and err.cause is not None:
+        return str(err.cause)
     if v == "maxProperties" and set(err.schema.get("properties", {})) == {"embedded", "external"}:
         return "choose one of 'embedded' or 'external', not both"
     if v == "minItems":

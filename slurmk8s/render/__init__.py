@@ -6,10 +6,10 @@ from slurmk8s import naming
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import hostfiles
-from slurmk8s.render.accounts import render_accounts_file
+from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
+    accounting, accounts, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
 )
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
@@ -111,13 +111,15 @@ def render(profile: Profile) -> Bundle:
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
     objects = [security.with_scan_annotations(o) for o in objects]
-    _refuse_name_collisions(profile, objects)
+    hooks = [security.with_scan_annotations(accounts.build_job_accounts(profile, slurm_hash))] \
+        if manages_accounts(profile) else []
+    _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:
         out_files["slurmdbd.conf"] = dbd_conf
     out_files.update(hostfiles.render_host_files(profile))  # hosts/<shape>/... (side-by-side)
-    accounts_file = render_accounts_file(profile)  # for review; `up` applies the tree with sacctmgr
+    accounts_file = render_accounts_file(profile)  # for review; `up` (or the GitOps Job) applies the tree
     if accounts_file:
         out_files["accounts.sh"] = accounts_file
     return Bundle(profile.name, profile.namespace, profile.version, tuple(objects),
-                  dict(sorted(out_files.items())), required_secrets(profile))
+                  dict(sorted(out_files.items())), required_secrets(profile), profile.cluster_domain, tuple(hooks))

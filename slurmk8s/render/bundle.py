@@ -30,6 +30,9 @@ class Bundle:
     objects: tuple[dict[str, Any], ...]
     files: dict[str, str]
     secrets: tuple[RequiredSecret, ...]
+    cluster_domain: str = "cluster.local"  # the profile's spec.clusterDomain
+    # Objects for GitOps tools only, run after each sync (the account tree's Job); `up` does their work itself.
+    hooks: tuple[dict[str, Any], ...] = ()
 
     def find(self, kind: str, name: str) -> dict[str, Any]:
         """The object of that kind and name (KeyError when absent)."""
@@ -37,6 +40,26 @@ class Bundle:
             if obj["kind"] == kind and obj["metadata"]["name"] == name:
                 return obj
         raise KeyError(f"{kind}/{name}")
+
+    def referenced_secrets(self) -> dict[str, tuple[str, ...]]:
+        """Secret name -> keys, for the Secrets the pods read that `up` does not create (an external
+        database's password): they must exist before the pods can start."""
+        created = {s.name for s in self.secrets}
+        found: dict[str, set[str]] = {}
+        for obj in self.objects:
+            pod = (obj.get("spec") or {}).get("template", {}).get("spec") if isinstance(obj.get("spec"), dict) else None
+            if not pod:
+                continue
+            for c in pod.get("initContainers", []) + pod.get("containers", []):
+                for env in c.get("env", []):
+                    ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+                    if ref and not ref.get("optional"):
+                        found.setdefault(ref["name"], set()).add(ref["key"])
+            for volume in pod.get("volumes", []):
+                secret = volume.get("secret")
+                if secret and not secret.get("optional"):
+                    found.setdefault(secret["secretName"], set()).update(i["key"] for i in secret.get("items", []))
+        return {name: tuple(sorted(keys)) for name, keys in sorted(found.items()) if name not in created}
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         """Every object of one kind, in apply order."""

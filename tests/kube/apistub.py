@@ -2,8 +2,8 @@
 
 It implements what slurmk8s and the real `kubernetes` client need: GET/LIST (labelSelector,
 a fieldSelector on involvedObject.name), POST, server-side apply PATCH (with dryRun, field
-managers and conflicts), DELETE, discovery for registered custom kinds, injected failures,
-latency, and barriers (requests that are answered only once several are in flight together). Workloads can turn "Ready" on their own: the stub then makes their pods.
+managers and conflicts), DELETE, discovery for registered custom kinds (a group's versions and
+each version's resources), injected failures and latency. Workloads can turn "Ready" on their own: the stub then makes their pods.
 """
 
 from __future__ import annotations
@@ -57,14 +57,6 @@ class Recorded:
 
 
 @dataclass
-class Gate:
-    """Requests matching `when` call `wait` before they are answered (see ApiStub.barrier)."""
-
-    when: Callable[[Recorded], bool]
-    wait: Callable[[], object]
-
-
-@dataclass
 class Failure:
     """Answer requests matching `when` with status (and message) instead of serving them."""
 
@@ -84,7 +76,6 @@ class ApiStub:
         self.store: dict[tuple[str, str, str], dict[str, Obj]] = {}
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
-        self.gates: list[Gate] = []
         self.conflicts: dict[tuple[str, str], str] = {}  # (plural, name) -> other manager
         self.discovery: dict[str, list[Obj]] = {}  # "/apis/g/v" -> resources
         self._rv = itertools.count(100)
@@ -155,16 +146,6 @@ class ApiStub:
         """Answer matching requests with any body at all (a malformed one, say)."""
         self.failures.append(Failure(status, when, body, {}, times))
 
-    def barrier(self, parties: int, when: Callable[[Recorded], bool], timeout: float = 30) -> threading.Barrier:
-        """Hold matching requests until `parties` of them are in flight at once, then answer them all.
-
-        This proves concurrency without timing: requests sent one after another never meet, so
-        after `timeout` the barrier breaks and each held request is answered 500.
-        """
-        barrier = threading.Barrier(parties, timeout=timeout)
-        self.gates.append(Gate(when, barrier.wait))
-        return barrier
-
     def seed(self, collection: str, obj: Obj, managers: tuple[str, ...] = ("slurmk8s",)) -> Obj:
         """Put an object in place as if someone had created it (managers become managedFields)."""
         obj = copy.deepcopy(obj)
@@ -210,16 +191,9 @@ class ApiStub:
         with self._lock:
             self.requests.append(rec)
         if self.latency:
-            time.sleep(self.latency)  # a slower API server, for bench/up.py
+            time.sleep(self.latency)
         try:
-            for gate in self.gates:
-                if gate.when(rec):
-                    gate.wait()
             status, body, headers = self._answer(rec)
-        except threading.BrokenBarrierError:
-            status, body = _status(500, "InternalError", f"stub: barrier broken: {rec.method} {rec.path} was never "
-                                                         "in flight together with the other requests of its barrier")
-            headers = {}
         except Exception as e:  # a stub bug must show up as a 500, not a dropped connection
             (status, body), headers = _status(500, "InternalError", f"stub: {type(e).__name__}: {e}"), {}
         rec.status, rec.ended = status, time.monotonic()
@@ -242,6 +216,14 @@ class ApiStub:
         return (*self._serve(rec), {})
 
     def _serve(self, rec: Recorded) -> tuple[int, Obj]:
+        segs = [s for s in rec.path.split("/") if s]
+        if rec.method == "GET" and len(segs) == 2 and segs[0] == "apis":  # group discovery: /apis/<group>
+            with self._lock:
+                versions = sorted(path.rsplit("/", 1)[1] for path in self.discovery if path.startswith(rec.path + "/"))
+            if versions:
+                entries = [{"groupVersion": f"{segs[1]}/{v}", "version": v} for v in versions]
+                return 200, {"kind": "APIGroup", "apiVersion": "v1", "name": segs[1], "versions": entries,
+                             "preferredVersion": entries[0]}
         route = _route(rec.path)
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({rec.path})")

@@ -26,11 +26,18 @@ def writes_to(stub, fragment):
     return [r for r in stub.requests if r.method in ("POST", "PUT", "PATCH", "DELETE") and fragment in r.path]
 
 
+
+def is_parent(request) -> bool:
+    """The ApplySet parent's write (kube/applyset.py), not one of the bundle's objects."""
+    return request.method == "PATCH" and request.name.endswith("-applyset") and "/configmaps/" in request.path
+
 def test_every_object_is_server_side_applied_with_our_field_manager(stub, up):
     up(KIND_DEV)
     bundle = bundle_of(KIND_DEV)
     patches = stub.calls("PATCH")
-    assert sorted(r.name for r in patches) == sorted(o["metadata"]["name"] for o in bundle.objects)
+    # every object, and the ApplySet parent twice (the superset before the objects, what is left after)
+    assert sorted(r.name for r in patches) == sorted([o["metadata"]["name"] for o in bundle.objects]
+                                                     + ["dev-applyset", "dev-applyset"])
     assert {r.content_type for r in patches} == {"application/apply-patch+yaml"}
     assert {r.q("fieldManager") for r in patches} == {"slurmk8s"}
     assert {r.q("force") for r in patches} == {None}
@@ -62,7 +69,7 @@ def test_stages_follow_dependency_order_and_run_in_parallel(stub, up):
     up(GPU_IB, workers=8)
     assert not barrier.broken
     by_name = {("Secret" if r.method == "POST" else r.body["kind"], r.body["metadata"]["name"]): r
-               for r in stub.requests if r.method in ("PATCH", "POST")}
+               for r in stub.requests if r.method in ("PATCH", "POST") and not is_parent(r)}
     stage_index = {key: (STAGE_NAMES.index("secrets") if key[0] == "Secret" else stage_of(bundle.find(*key)))
                    for key in by_name}
     stages = sorted(set(stage_index.values()))
@@ -169,8 +176,10 @@ def test_prune_deletes_only_objects_with_our_labels_and_field_manager(stub, up, 
     ]
     assert plan.count("pruned") == 7
     assert {r.q("propagationPolicy") for r in stub.calls("DELETE")} == {"Background"}
-    # prune happens after every apply
-    assert min(r.started for r in stub.calls("DELETE")) >= max(r.ended for r in stub.calls("PATCH"))
+    # prune happens after every apply (only the ApplySet parent is written after it: what is left)
+    applies = [r for r in stub.calls("PATCH") if not is_parent(r)]
+    assert min(r.started for r in stub.calls("DELETE")) >= max(r.ended for r in applies)
+    assert stub.calls("PATCH")[-1].name == "dev-applyset"
 
 
 def test_no_prune_keeps_leftovers(stub, up, edited_profile):
@@ -250,7 +259,7 @@ def test_force_conflicts_takes_the_fields_over(stub, up):
     stub.conflicts[("statefulsets", "dev-cpu")] = "kubectl-edit"
     stub.reset_log()
     up(KIND_DEV, force_conflicts=True)
-    assert {r.q("force") for r in stub.calls("PATCH")} == {"true"}
+    assert {r.q("force") for r in stub.calls("PATCH") if not is_parent(r)} == {"true"}
 
 
 def test_kinds_outside_the_table_are_found_by_discovery(stub, kubeconfig):
@@ -282,7 +291,13 @@ def test_waits_for_slurm_after_applying(stub, up):
     _, lines = up(KIND_DEV, exec_fn=sinfo)
     assert asked == [["sinfo", "--noheader", "--Node", "--format=%N %T"]]
     assert "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1" in lines
-    assert lines[-2:] == ["slurm: all 2 running node(s) registered with slurmctld", "cluster dev is ready"]
+    ready = lines.index("cluster dev is ready")
+    assert lines[ready - 1] == "slurm: all 2 running node(s) registered with slurmctld"
+    # then how to log in, as the Helm chart's NOTES.txt says it
+    assert lines[ready + 1:] == [
+        "Log in with ssh as root, with a key of spec.login.authorizedKeys (Service dev-login, ClusterIP, port 22):",
+        "  kubectl -n slurm port-forward service/dev-login 2222:22", "  ssh -p 2222 root@127.0.0.1",
+        "or run Slurm commands in a login pod:", "  kubectl -n slurm exec -it dev-login-0 -c sshd -- sinfo"]
 
 
 def test_secrets_create_makes_only_secrets_and_the_namespace(stub, kubeconfig):

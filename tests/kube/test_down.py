@@ -101,7 +101,10 @@ def test_down_leaves_objects_that_are_not_ours(running, kubeconfig):
                  managers=("kubectl-create",))
     down(kubeconfig)
     assert "hand-made" in running.names(f"{NS}/configmaps")
-    assert running.names(f"{NS}/configmaps") == ["hand-made"]
+    # the ApplySet parent stays with the data it lists (the Namespace, claims, Secrets)
+    assert running.names(f"{NS}/configmaps") == ["dev-applyset", "hand-made"]
+    parent = running.get(f"{NS}/configmaps", "dev-applyset")
+    assert parent["metadata"]["annotations"]["applyset.kubernetes.io/contains-group-kinds"] == "Namespace,Secret"
 
 
 def test_down_waits_for_pods_to_terminate(running, kubeconfig):

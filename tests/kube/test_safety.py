@@ -178,7 +178,7 @@ def test_503_in_the_middle_of_the_wait_is_retried(stub, up):
     stub.fail(503, when=lambda r: r.method == "GET" and r.path.endswith("/pods"), message="etcd leader changed",
               reason="ServiceUnavailable", times=2)
     _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
-    assert lines[-1] == "cluster dev is ready"
+    assert "cluster dev is ready" in lines
     assert [r.status for r in stub.calls("GET", "/pods")][:3] == [503, 503, 200]
 
 

@@ -62,12 +62,17 @@ def test_unknown_fields_fail(mutate, error: str) -> None:
     assert any(error in e for e in errors), errors
 
 
+def synced(bundle) -> list[dict]:
+    """The waved objects without the PostSync hooks (hooks have no wave)."""
+    return [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" not in o["metadata"].get("annotations", {})]
+
+
 def test_sync_waves_order_database_slurmdbd_slurmctld_then_nodes(example_profile: Path) -> None:
-    objects = waved_objects(render_file(example_profile))
+    objects = synced(render_file(example_profile))
     wave = {o["metadata"]["labels"].get(naming.LABEL_COMPONENT): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE])
             for o in objects if o["kind"] in WORKLOAD_KINDS}
     config_waves = {int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects
-                    if o["kind"] not in WORKLOAD_KINDS}
+                    if o["kind"] not in WORKLOAD_KINDS and o["kind"] != "ScaledObject"}
     order = [c for c in (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER) if c in wave]
     assert [wave[c] for c in order] == sorted({wave[c] for c in order}) and len(set(wave[c] for c in order)) == len(order)
     later = [wave[c] for c in (naming.WORKER, naming.LOGIN, naming.RESTAPI) if c in wave]
@@ -171,3 +176,55 @@ def test_no_gitops_output_holds_a_secret(example_profile: Path, fmt: str) -> Non
     assert "PRIVATE KEY" not in "".join(tree.values())
     # Every Secret the manifests need is referenced by name only, and listed for `slurmk8s secrets create`.
     assert all(s.name in tree.get("SECRETS.txt", "") for s in bundle.secrets)
+
+
+def test_a_scaled_object_syncs_in_the_wave_after_its_target(example_profile: Path) -> None:
+    """KEDA marks a ScaledObject whose target is missing not Ready, and Argo CD's health check calls that
+    Degraded: in the target's wave or before, the first sync would wait for ever."""
+    objects = synced(render_file(example_profile))
+    wave = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects}
+    scaled = [o for o in objects if o["kind"] == "ScaledObject"]
+    for so in scaled:
+        target = so["spec"]["scaleTargetRef"]
+        assert wave[("ScaledObject", so["metadata"]["name"])] == wave[(target["kind"], target["name"])] + 1
+    if example_profile.name == "gpu-ib.yaml":
+        assert scaled, "gpu-ib has a KEDA pool: the case must be exercised"
+
+
+def test_the_application_retries_and_diffs_server_side(example_profile: Path) -> None:
+    tree = argocd(render_file(example_profile))
+    app = yaml.safe_load(tree["argocd/application.yaml"])
+    appset = yaml.safe_load(tree["argocd/applicationset.yaml"])
+    for meta, policy in ((app["metadata"], app["spec"]["syncPolicy"]),
+                         (appset["spec"]["template"]["metadata"], appset["spec"]["template"]["spec"]["syncPolicy"])):
+        assert meta["annotations"]["argocd.argoproj.io/compare-options"] == "ServerSideDiff=true"
+        assert policy["retry"]["limit"] >= 1 and policy["retry"]["backoff"]["duration"]
+
+
+def test_argocd_never_prunes_or_deletes_the_namespace_or_a_claim(example_profile: Path) -> None:
+    objects = synced(render_file(example_profile))
+    kept = [o for o in objects if o["kind"] in ("Namespace", "PersistentVolumeClaim")]
+    assert any(o["kind"] == "Namespace" for o in kept)
+    for obj in objects:
+        options = obj["metadata"]["annotations"].get("argocd.argoproj.io/sync-options")
+        assert (options == "Prune=false,Delete=false") == (obj in kept), obj["metadata"]["name"]
+
+
+def test_claim_templates_carry_apiversion_and_kind(example_profile: Path) -> None:
+    """The API server fills them in; a template without them diffs against the live StatefulSet for ever."""
+    for sts in render_file(example_profile).of_kind("StatefulSet"):
+        for template in sts["spec"].get("volumeClaimTemplates", []):
+            assert (template["apiVersion"], template["kind"]) == ("v1", "PersistentVolumeClaim")
+
+
+def test_the_account_tree_job_is_a_post_sync_hook(tmp_path: Path) -> None:
+    """A cluster Argo CD syncs gets its accounts from a PostSync Job, re-created on every sync."""
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    hooks = [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" in o["metadata"].get("annotations", {})]
+    assert [h["kind"] for h in hooks] == ["Job"]
+    assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook"] == "PostSync"
+    assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
+    tree = argocd(bundle)
+    assert f"manifests/job-{hooks[0]['metadata']['name']}.yaml" in yaml.safe_load(tree["kustomization.yaml"])["resources"]
+    # a profile without an account tree has no hook
+    assert not render_file(ROOT / "profiles" / "kind-dev.yaml").hooks

@@ -1,4 +1,5 @@
-"""checkov over the plain output of every profile: no failed check, and every skip annotation is needed and explained."""
+"""checkov over the plain output (and the GitOps hooks) of every profile: no failed check, and every skip annotation
+is needed and explained."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import yaml
 
 from slurmk8s.actions.render import render_file
 from slurmk8s.output.plain import plain_tree, write_tree
+from slurmk8s.output.yamlout import dump
 from slurmk8s.render.k8s.security import SKIP_ANNOTATION_PREFIX
 
 from tests.conftest import EXAMPLE_PROFILES
@@ -38,7 +40,10 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every profile's plain manifests, one directory each, under one root (one checkov run)."""
     root = tmp_path_factory.mktemp("checkov")
     for profile in EXAMPLE_PROFILES:
-        tree = plain_tree(render_file(profile))
+        bundle = render_file(profile)
+        tree = plain_tree(bundle)
+        # and the GitOps hooks (the account tree's Job), which only the GitOps formats hold
+        tree.update({f"manifests/hook-{h['kind'].lower()}-{h['metadata']['name']}.yaml": dump(h) for h in bundle.hooks})
         write_tree({k: v for k, v in tree.items() if k.startswith("manifests/") and k.endswith(".yaml")},
                    root / profile.stem)
     return root

@@ -25,17 +25,38 @@ needs_helm = pytest.mark.skipif(HELM is None, reason="helm not found (install it
 
 
 def by_ref(objects: list[dict]) -> dict[tuple[str, str], dict]:
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    """Objects by (kind, name), hooks aside."""
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects if "helm.sh/hook" not in o["metadata"].get("annotations", {})}
 
 
 def helm(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([HELM, *args], capture_output=True, text=True, timeout=120)
 
 
-def helm_template(chart: Path, *sets: str) -> list[dict]:
-    run = helm("template", "slurm", str(chart), *[a for s in sets for a in ("--set", s)])
+def helm_template(chart: Path, *sets: str, namespace: str | None = None) -> list[dict]:
+    """`helm template` into namespace (default: the chart's profile namespace, read from its NOTES.txt)."""
+    namespace = namespace or _profile_namespace(chart)
+    run = helm("template", "slurm", str(chart), "-n", namespace, *[a for s in sets for a in ("--set", s)])
     assert run.returncode == 0, run.stderr
     return [d for d in yaml.safe_load_all(run.stdout) if d is not None]
+
+
+def _profile_namespace(chart: Path) -> str:
+    notes = (chart / "templates" / "NOTES.txt").read_text()
+    return notes.split("profile's own namespace (", 1)[1].split(")", 1)[0] if "own namespace (" in notes else "slurm"
+
+
+def as_plain(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    """The plain objects as the chart holds them: no Namespace (the release's), PVCs kept by `helm uninstall`."""
+    out = {}
+    for obj in objects:
+        if obj["kind"] in ("Namespace", "Job"):  # the Job is a hook (test_the_account_job_is_a_post_install_hook)
+            continue
+        if obj["kind"] == "PersistentVolumeClaim":
+            annotations = {**obj["metadata"].get("annotations", {}), "helm.sh/resource-policy": "keep"}
+            obj = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
+        out[(obj["kind"], obj["metadata"]["name"])] = obj
+    return out
 
 
 def test_values_expose_only_safe_knobs(example_profile: Path) -> None:
@@ -87,7 +108,7 @@ def test_helm_lint_strict_and_template_equal_plain_objects(example_profile: Path
     write_tree(build_tree(bundle, "helm"), tmp_path)
     lint = helm("lint", "--strict", str(tmp_path))
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    assert by_ref(helm_template(tmp_path)) == by_ref(list(bundle.objects))
+    assert by_ref(helm_template(tmp_path, namespace=bundle.namespace)) == as_plain(list(bundle.objects))
 
 
 @needs_helm
@@ -97,7 +118,7 @@ def test_changed_values_equal_the_re_rendered_profile(tmp_path: Path) -> None:
     write_tree(build_tree(render(profile), "helm"), chart)
     changed = tmp_path / "p.yaml"
     changed.write_text((ROOT / "profiles" / "kind-dev.yaml").read_text().replace("replicas: 2", "replicas: 4", 1))
-    assert by_ref(helm_template(chart, "pools.cpu.replicas=4")) == by_ref(list(render_file(changed).objects))
+    assert by_ref(helm_template(chart, "pools.cpu.replicas=4")) == as_plain(list(render_file(changed).objects))
     image = "registry.example/slurmctld:26.05-custom"
     ctld = by_ref(helm_template(chart, f"workloads.dev-controller.image={image}"))[("StatefulSet", "dev-controller")]
     pod = ctld["spec"]["template"]["spec"]
@@ -116,3 +137,73 @@ def test_values_schema_rejects_what_would_desynchronise_slurm(tmp_path: Path, se
     run = helm("template", "slurm", str(tmp_path), "--set", setting)
     assert run.returncode != 0
     assert error in run.stderr
+
+
+@needs_helm
+def test_objects_go_to_the_release_namespace(tmp_path: Path) -> None:
+    """`helm install -n other`: every object, RBAC subject and DNS search domain in `other`; no Namespace object."""
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    write_tree(build_tree(bundle, "helm"), tmp_path)
+    objects = helm_template(tmp_path, namespace="other")
+    assert objects and not [o for o in objects if o["kind"] == "Namespace"]
+    for obj in objects:
+        assert obj["metadata"]["namespace"] == "other", obj["metadata"]["name"]
+        for subject in obj.get("subjects", []):
+            assert subject["namespace"] == "other"
+    text = json.dumps(objects)
+    assert f".{bundle.namespace}." not in text and f'"{bundle.namespace}"' not in text
+    controller = next(o for o in objects if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "research-controller"))
+    assert "research-slurmd.other.svc.cluster.local" in controller["spec"]["template"]["spec"]["dnsConfig"]["searches"]
+
+
+@needs_helm
+def test_helm_uninstall_keeps_claims(tmp_path: Path) -> None:
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    write_tree(build_tree(bundle, "helm"), tmp_path)
+    claims = [o for o in helm_template(tmp_path) if o["kind"] == "PersistentVolumeClaim"]
+    assert claims, "gpu-ib has a shared statesave claim"
+    assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in claims)
+    # claims from volumeClaimTemplates belong to the StatefulSet controller, which retains them
+    for sts in bundle.of_kind("StatefulSet"):
+        if sts["spec"].get("volumeClaimTemplates"):
+            assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+
+
+@needs_helm
+def test_the_chart_works_as_a_subchart(tmp_path: Path) -> None:
+    """An umbrella chart passes `global` to its subcharts; the values schema must allow it."""
+    umbrella = tmp_path / "platform"
+    write_tree(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm"), umbrella / "charts" / "slurm-dev")
+    (umbrella / "Chart.yaml").write_text("apiVersion: v2\nname: platform\nversion: 1.0.0\n"
+                                         "dependencies:\n- name: slurm-dev\n  version: '>=0.1.0-0'\n")
+    (umbrella / "values.yaml").write_text("global: {imageRegistry: registry.example}\nslurm-dev:\n  pools: {cpu: {replicas: 3}}\n")
+    objects = helm_template(umbrella, namespace="slurm")
+    sts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "StatefulSet"}
+    assert sts["dev-cpu"]["spec"]["replicas"] == 3
+
+
+@needs_helm
+def test_notes_say_how_to_log_in(tmp_path: Path) -> None:
+    write_tree(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm"), tmp_path)
+    run = helm("install", "slurm", str(tmp_path), "-n", "lab", "--dry-run=client")
+    assert run.returncode == 0, run.stderr
+    notes = run.stdout.split("NOTES:", 1)[1]
+    assert "kubectl -n lab port-forward service/dev-login 2222:22" in notes
+    assert "ssh -p 2222 root@127.0.0.1" in notes
+    assert "slurmk8s secrets create PROFILE" in notes
+
+
+@needs_helm
+def test_the_account_job_is_a_post_install_hook(tmp_path: Path) -> None:
+    """A Helm release gets its accounts from a Job run after install and upgrade, in the release's namespace."""
+    bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
+    write_tree(build_tree(bundle, "helm"), tmp_path)
+    jobs = [o for o in helm_template(tmp_path, namespace="other") if o["kind"] == "Job"]
+    assert len(jobs) == 1 and jobs[0]["metadata"]["name"] == bundle.hooks[0]["metadata"]["name"]
+    annotations = jobs[0]["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"
+    assert jobs[0]["metadata"]["namespace"] == "other"
+    pod = jobs[0]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"][:2] == ["python3", "-c"]
+    assert "research-slurmd.other.svc.cluster.local" in pod["dnsConfig"]["searches"]

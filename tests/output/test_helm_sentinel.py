@@ -30,10 +30,11 @@ def test_a_placeholder_lookalike_past_the_last_hole_does_not_crash(tmp_path: Pat
 
 
 def test_a_placeholder_lookalike_is_not_replaced_by_a_template(tmp_path: Path) -> None:
-    """nodeSelector {rack: __helm_value_0__} once became the image expression of another workload."""
+    """nodeSelector {rack: __helm_value_0__} once became the image expression of another workload
+    (a label value starts and ends with a letter or digit, so the lookalike sits inside one)."""
     chart = chart_for(tmp_path, "      features: [cpu]\n",
-                      '      features: [cpu]\n      nodeSelector: {rack: "__helm_value_0__"}\n')
+                      '      features: [cpu]\n      nodeSelector: {rack: "a__helm_value_0__z"}\n')
     text = chart["templates/statefulset-dev-cpu.yaml"]
-    assert "rack: __helm_value_0__\n" in text
+    assert "rack: a__helm_value_0__z\n" in text
     assert '{{ toJson (index .Values.pools "cpu" "replicas") }}' in text  # the real holes are still templated
     assert "__helm_value__" not in text  # no placeholder of ours left behind

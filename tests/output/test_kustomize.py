@@ -20,9 +20,10 @@ KUBECTL = shutil.which("kubectl")
 def test_kustomize_tree_is_plain_tree_plus_kustomization(example_profile: Path) -> None:
     bundle = render_file(example_profile)
     tree, plain = build_tree(bundle, "kustomize"), plain_tree(bundle)
-    assert {k: v for k, v in tree.items() if k != KUSTOMIZATION} == plain
+    hooks = [f"manifests/{h['kind'].lower()}-{h['metadata']['name']}.yaml" for h in bundle.hooks]
+    assert {k: v for k, v in tree.items() if k != KUSTOMIZATION and k not in hooks} == plain
     kustomization = yaml.safe_load(tree[KUSTOMIZATION])
-    assert kustomization["resources"] == plain["manifests/ORDER"].split()
+    assert kustomization["resources"] == plain["manifests/ORDER"].split() + hooks  # the account Job last
     assert kustomization["sortOptions"] == {"order": "fifo"}
     assert validate_custom_resource(kustomization) == []
 
@@ -42,4 +43,4 @@ def test_kubectl_kustomize_reproduces_the_plain_objects_in_order(example_profile
     run = subprocess.run([KUBECTL, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     built = [d for d in yaml.safe_load_all(run.stdout) if d is not None]
-    assert built == list(bundle.objects)
+    assert built == list(bundle.objects) + list(bundle.hooks)

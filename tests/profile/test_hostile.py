@@ -85,9 +85,14 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("storage-class-too-long", BASE + f'  controller:\n    storage: {{storageClassName: {"s" * 300}}}\n',
      [f"bad.yaml:12:33: spec.controller.storage.storageClassName: '{'s' * 59}...(300 characters) is 300 characters "
       "long; the maximum is 253"]),
-    # Fields without a pattern are guarded by the one rule for every value: no control characters.
+    # A label value follows the API server's rule, which has no room for a line break.
     ("node-selector-newline", edit(BASE, "memory: 2Gi\n", 'memory: 2Gi\n      nodeSelector: {rack: "r1\\nx"}\n'),
-     ["bad.yaml:11:28: spec.pools[0].nodeSelector.rack: 'r1\\nx' contains a line break (U+000A); values are "
+     ["bad.yaml:11:28: spec.pools[0].nodeSelector.rack: 'r1\\nx' is not a label value: it must be empty or "
+      "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"]),
+    # Fields without a pattern are guarded by the one rule for every value: no control characters.
+    ("keda-query-bell", edit(BASE, "replicas: 1\n", "replicas: 1\n      minReplicas: 0\n      maxReplicas: 2\n")
+     + '      keda: {serverAddress: "http://p:9090", query: "up\\a", threshold: "1"}\n',
+     ["bad.yaml:13:53: spec.pools[0].keda.query: 'up\\x07' contains a control character (U+0007); values are "
       "written into Slurm and Kubernetes files, where it would break the line"]),
     ("partition-config-nul", BASE + '  partitions:\n    - {name: main, pools: [cpu], config: {OverSubscribe: "NO\\0"}}\n',
      ["bad.yaml:12:58: spec.partitions[0].config.OverSubscribe: 'NO\\x00' contains a control character (U+0000); "

@@ -162,7 +162,8 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
     ("memory-too-small", edit("memory: 2Gi", "memory: 256Mi"),
      ["bad.yaml:10:15: spec.pools[0].memory: 256Mi is less than the minimum of 512Mi (slurmd needs room beside the jobs)"]),
     ("bad-quantity", edit("memory: 2Gi", "memory: 2GB"),
-     ["bad.yaml:10:15: spec.pools[0].memory: expected a quantity in Mi, Gi or Ti such as 512Mi or 16Gi, found '2GB'"]),
+     ["bad.yaml:10:15: spec.pools[0].memory: expected a Kubernetes quantity such as 512Mi, 16Gi, 2G or "
+      "2147483648 (bytes), found '2GB'"]),
     ("bad-max-time", BASE + "  partitions:\n    - {name: a, pools: [cpu], maxTime: 2 days}\n",
      ["bad.yaml:12:40: spec.partitions[0].maxTime: expected UNLIMITED, minutes, or [days-]hours:minutes:seconds "
       "such as 2-00:00:00, found '2 days'"]),

@@ -24,7 +24,7 @@ def test_every_object_validates_strictly(example_profile: Path, version: str) ->
     bundle = render_file(example_profile)
     assert bundle.objects
     failures = []
-    for obj in bundle.objects:
+    for obj in bundle.objects + bundle.hooks:  # the hooks (the account tree's Job) too
         if (obj["apiVersion"], obj["kind"]) in SCHEMA_FILES:  # a custom resource: its CRD schema, strict
             failures += [f"{obj['kind']}/{obj['metadata']['name']}: {e}" for e in validate_custom_resource(obj)]
             continue

@@ -97,6 +97,7 @@ def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatc
     namespace: dict = {"__file__": "/etc/slurm/power/power.py", "__name__": "power"}
     exec(compile(bundle.find("ConfigMap", "t-power")["data"]["power.py"], "power.py", "exec"), namespace)
     config = json.loads(bundle.find("ConfigMap", "t-power")["data"]["pools.json"])
+    config["namespace"] = "t-ns"  # main() reads it from the service account's namespace file
     assert namespace["by_segment"](config, ["cpu-1", "cpu-5", "cpu-2", "other-1"]) == {("cpu", 0): [1], ("cpu", 1): [0, 3]}
     live = {"t-cpu-r1": 1, "t-cpu-r2": 0}
     calls = []

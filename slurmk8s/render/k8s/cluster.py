@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.accounts import manages_accounts
 from slurmk8s.render.k8s.common import Obj, meta
 
 SLURM_COMPONENTS = (naming.CONTROLLER, naming.ACCOUNTING, naming.WORKER, naming.LOGIN, naming.RESTAPI)
@@ -20,6 +21,12 @@ def build_configmap_slurm(profile: Profile, files: dict[str, str]) -> Obj:
             "data": dict(files)}
 
 
+def slurm_components(profile: Profile) -> tuple[str, ...]:
+    """Components whose pods the Slurm NetworkPolicy covers: the daemons, and the account tree's Job
+    when the GitOps outputs carry it (it takes no connections; it only reaches slurmdbd)."""
+    return SLURM_COMPONENTS + ((naming.ACCOUNTS,) if manages_accounts(profile) else ())
+
+
 def build_networkpolicy_slurm(profile: Profile) -> Obj:
     """All traffic among this cluster's Slurm pods (srun callbacks, MPI, NCCL use any port); nothing else in."""
     peers = {"podSelector": {"matchLabels": {naming.LABEL_INSTANCE: profile.name, naming.LABEL_PART_OF: "slurm"}}}
@@ -29,7 +36,7 @@ def build_networkpolicy_slurm(profile: Profile) -> Obj:
         "spec": {
             "podSelector": {"matchLabels": {naming.LABEL_INSTANCE: profile.name},
                             "matchExpressions": [{"key": naming.LABEL_COMPONENT, "operator": "In",
-                                                  "values": sorted(SLURM_COMPONENTS)}]},
+                                                  "values": sorted(slurm_components(profile))}]},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [peers]}],
         },

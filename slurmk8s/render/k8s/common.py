@@ -82,8 +82,32 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
         # munged (run as root here) wants its key and directories owned by itself, closed to others.
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
                   f"chmod 0755 {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}"]
+    lines += follow_namespace_script(profile)
     lines += list(extra)
     return "\n".join(lines) + "\n"
+
+
+RESOLV_CONF = "/etc/resolv.conf"
+
+
+def follow_namespace_script(profile: Profile, resolv_conf: str = RESOLV_CONF) -> list[str]:
+    """Shell lines that point the pod's DNS search domains at the namespace it runs in.
+
+    dnsConfig names the rendered namespace, and a kustomize `namespace:` overlay moves the pod
+    without rewriting it. The runtime gives every container of a pod the same resolv.conf, so
+    the init container rewrites this cluster's search entries to $POD_NAMESPACE (downward API);
+    in the rendered namespace the file is already right and is not written.
+    """
+    services = "|".join(naming.searched_services(profile.name))
+    domain = profile.cluster_domain.replace(".", "\\.")
+    entry = f"/^({services})\\.[a-z0-9-]+\\.svc\\.{domain}$/"
+    return [
+        f'if [ -n "${{POD_NAMESPACE:-}}" ] && [ -f {resolv_conf} ]; then',
+        f"  searches=$(awk -v ns=\"$POD_NAMESPACE\" '$1 == \"search\" {{ for (i = 2; i <= NF; i++) "
+        f"if ($i ~ {entry}) sub(/\\.[a-z0-9-]+\\.svc\\./, \".\" ns \".svc.\", $i) }} {{ print }}' {resolv_conf})",
+        f"  [ \"$searches\" = \"$(cat {resolv_conf})\" ] || printf '%s\\n' \"$searches\" > {resolv_conf}",
+        "fi",
+    ]
 
 
 def init_config_container(profile: Profile, image: str, extra_script: list[str] = (),
@@ -95,8 +119,7 @@ def init_config_container(profile: Profile, image: str, extra_script: list[str] 
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["/bin/sh", "-c", config_script(profile, list(extra_script))],
     }
-    if env:
-        c["env"] = list(env)
+    c["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}] + list(env)
     c["volumeMounts"] = mounts_config(profile, init=True) + list(extra_mounts)
     c["resources"] = small_resources()
     c["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": False,
@@ -168,7 +191,7 @@ def pod_spec(profile: Profile, component: str, containers: list[Obj], init: list
         "serviceAccountName": naming.component_name(profile.name, component),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "dnsConfig": {"searches": naming.search_domains(profile.name, profile.namespace)},
+        "dnsConfig": {"searches": naming.search_domains(profile.name, profile.namespace, profile.cluster_domain)},
     }
     if extra:
         spec.update(extra)
@@ -201,11 +224,12 @@ def headless_service(profile: Profile, name: str, component: str, ports: list[tu
 
 
 def pvc_template(name: str, size: str, storage_class: str | None) -> Obj:
-    """A volumeClaimTemplate."""
+    """A volumeClaimTemplate, with the apiVersion and kind the API server fills in: without them a GitOps
+    diff against the live object never ends (Argo CD shows the StatefulSet OutOfSync forever)."""
     spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
     if storage_class:
         spec["storageClassName"] = storage_class
-    return {"metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
 
 
 def statefulset(profile: Profile, name: str, component: str, replicas: int, service: str,

@@ -40,7 +40,9 @@ def power_config(profile: Profile) -> str:
         else:
             pools[p.name] = {"segments": [{"statefulset": s.statefulset, "offset": s.offset, "min": s.min_replicas,
                                            "max": s.slots} for s in segments]}
-    return json.dumps({"namespace": profile.namespace, "pools": pools}, indent=2, sort_keys=True) + "\n"
+    # No namespace: the program scales the pools in the namespace its pod runs in (a kustomize
+    # overlay may move the whole tree), read from the service account's namespace file.
+    return json.dumps({"pools": pools}, indent=2, sort_keys=True) + "\n"
 
 
 def build_configmap_power(profile: Profile) -> Obj:

@@ -14,6 +14,7 @@ from slurmk8s.render.k8s.common import Obj
 SECCOMP_RUNTIME_DEFAULT = {"seccompProfile": {"type": "RuntimeDefault"}}
 SKIP_ANNOTATION_PREFIX = "checkov.io/skip"
 WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet")
+SCANNED_KINDS = WORKLOAD_KINDS + ("Job",)  # everything with a pod template
 
 # Reasons shared by several components.
 _PULL = "images are pinned by Slurm version tag; IfNotPresent lets kind and air-gapped nodes use preloaded images"
@@ -71,6 +72,13 @@ ACCEPTED: dict[str, dict[str, str]] = {
         "CKV_K8S_40": "sshd runs as root to log users in",
         "CKV_K8S_43": _DIGEST,
     },
+    naming.ACCOUNTS: {
+        "CKV_K8S_15": _PULL,
+        "CKV_K8S_22": "init-config writes the config and installs the key in the image's /etc/slurm, as in every Slurm pod",
+        "CKV_K8S_25": _CAPS_INIT,
+        "CKV_K8S_40": _UID_SLURM,
+        "CKV_K8S_43": _DIGEST,
+    },
     naming.RESTAPI: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": _ROOTFS,
@@ -94,7 +102,7 @@ ACCEPTED_WITH_TOKEN: dict[str, str] = {
 
 def accepted_findings(obj: Obj) -> dict[str, str]:
     """check id -> reason for the findings accepted on this workload ({} for other kinds)."""
-    if obj.get("kind") not in WORKLOAD_KINDS:
+    if obj.get("kind") not in SCANNED_KINDS:
         return {}
     component = obj["metadata"].get("labels", {}).get(naming.LABEL_COMPONENT)
     found = dict(ACCEPTED.get(component, {}))

@@ -66,6 +66,12 @@ def scale_path(namespace, statefulset):
     return f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{statefulset}/scale"
 
 
+def own_namespace():
+    """The namespace this pod runs in (a kustomize overlay may have moved it from the rendered one)."""
+    with open(os.path.join(SA_DIR, "namespace")) as fh:
+        return fh.read().strip()
+
+
 def segments(config, pool):
     """The pool's segments: [{statefulset, offset, min, max}] (one for a pool without topology)."""
     spec = config["pools"][pool]
@@ -138,6 +144,7 @@ def main(argv):
         raise SystemExit("usage: power.py resume|suspend HOSTLIST")
     with open(os.path.join(HERE, "pools.json")) as fh:
         config = json.load(fh)
+    config["namespace"] = own_namespace()
     nodes = expand(argv[2])
     (resume if argv[1] == "resume" else suspend)(config, nodes)
 

@@ -1,0 +1,80 @@
+"""`slurmk8s accounts apply` (issue 16): the account tree for clusters a GitOps tool deployed, through slurmctld's pod."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GPU_IB, KIND_DEV
+from test_cli import one_line_error, slurmk8s
+
+from slurmk8s.actions.accounts import run_accounts_apply
+from slurmk8s.actions.files import read_profile
+from slurmk8s.errors import ClusterError
+from slurmk8s.kube.client import Access
+from slurmk8s.render.accounts import desired_tree, fresh_tree
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+from test_accounts import FakeDatabase  # noqa: E402
+
+
+class ApplyingDatabase(FakeDatabase):
+    """A fake slurmdbd that holds the desired tree once any sacctmgr -i command ran."""
+
+    def __init__(self, current, desired):
+        super().__init__(current)
+        self.desired = desired
+
+    def run(self, argv):
+        result = super().run(argv)
+        if argv[:2] == ["sacctmgr", "-i"]:
+            self.tree = self.desired
+        return result
+
+
+def exec_of(db):
+    def run(argv):
+        code, out, err = db.run(argv)
+        if code:
+            raise ClusterError(err)
+        return out
+    return run
+
+
+def test_applies_the_tree_then_finds_nothing_to_do(stub, kubeconfig):
+    profile = read_profile(GPU_IB)
+    db = ApplyingDatabase(fresh_tree(profile.name), desired_tree(profile))
+    lines: list[str] = []
+    done = run_accounts_apply(GPU_IB, Access(kubeconfig), echo=lines.append, exec_in_controller=exec_of(db))
+    assert done and done == db.commands
+    assert lines[0].startswith("cluster research in namespace hpc (context stub")
+    assert lines[-1] == f"accounts: {len(done)} sacctmgr command(s) applied"
+    again: list[str] = []
+    assert run_accounts_apply(GPU_IB, Access(kubeconfig), echo=again.append, exec_in_controller=exec_of(db)) == []
+    assert again[-1] == "accounts: cluster research already has the profile's tree"
+    assert not stub.calls("PATCH") and not stub.calls("POST")  # it reads the cluster, writes nothing to it
+
+
+def test_prune_deletes_what_the_profile_dropped_but_not_busy_accounts(stub, kubeconfig):
+    profile = read_profile(GPU_IB)
+    current = desired_tree(profile)
+    current.accounts["old"] = type(current.accounts["physics"])("old", "root", 1, ("normal",), "")
+    db = ApplyingDatabase(current, desired_tree(profile))
+    done = run_accounts_apply(GPU_IB, Access(kubeconfig), delete=True, echo=lambda line: None,
+                              exec_in_controller=exec_of(db))
+    assert ["sacctmgr", "-i", "delete", "account", "where", "name=old", "cluster=research"] in done
+
+
+def test_cli_without_a_tree_says_so_and_exits_0(stub, kubeconfig):
+    run = slurmk8s("accounts", "apply", KIND_DEV, "--kubeconfig", kubeconfig)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("nothing to apply: it has no spec.scheduling accounts, users or QoS")
+
+
+def test_cli_failure_is_one_line_and_exits_1(stub, kubeconfig):
+    """The stub serves no exec: the error names the pod and the command, without a traceback."""
+    line = one_line_error(slurmk8s("accounts", "apply", GPU_IB, "--kubeconfig", kubeconfig))
+    assert line.startswith("`sacctmgr -P -n show assoc cluster=research")
+    assert "pod hpc/research-controller-0" in line
