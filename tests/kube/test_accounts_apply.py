@@ -17,21 +17,7 @@ from slurmk8s.kube.client import Access
 from slurmk8s.render.accounts import desired_tree, fresh_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
-from test_accounts import FakeDatabase  # noqa: E402
-
-
-class ApplyingDatabase(FakeDatabase):
-    """A fake slurmdbd that holds the desired tree once any sacctmgr -i command ran."""
-
-    def __init__(self, current, desired):
-        super().__init__(current)
-        self.desired = desired
-
-    def run(self, argv):
-        result = super().run(argv)
-        if argv[:2] == ["sacctmgr", "-i"]:
-            self.tree = self.desired
-        return result
+from test_accounts import FakeSacctmgr  # noqa: E402
 
 
 def exec_of(db):
@@ -45,7 +31,7 @@ def exec_of(db):
 
 def test_applies_the_tree_then_finds_nothing_to_do(stub, kubeconfig):
     profile = read_profile(GPU_IB)
-    db = ApplyingDatabase(fresh_tree(profile.name), desired_tree(profile))
+    db = FakeSacctmgr(fresh_tree(profile.name))
     lines: list[str] = []
     done = run_accounts_apply(GPU_IB, Access(kubeconfig), echo=lines.append, exec_in_controller=exec_of(db))
     assert done and done == db.commands
@@ -61,10 +47,12 @@ def test_prune_deletes_what_the_profile_dropped_but_not_busy_accounts(stub, kube
     profile = read_profile(GPU_IB)
     current = desired_tree(profile)
     current.accounts["old"] = type(current.accounts["physics"])("old", "root", 1, ("normal",), "")
-    db = ApplyingDatabase(current, desired_tree(profile))
+    current.accounts["running"] = type(current.accounts["physics"])("running", "root", 1, ("normal",), "")
+    db = FakeSacctmgr(current, busy=("running",))
     done = run_accounts_apply(GPU_IB, Access(kubeconfig), delete=True, echo=lambda line: None,
                               exec_in_controller=exec_of(db))
     assert ["sacctmgr", "-i", "delete", "account", "where", "name=old", "cluster=research"] in done
+    assert "old" not in db.accounts and set(db.accounts) == set(desired_tree(profile).accounts) | {"running"}
 
 
 def test_cli_without_a_tree_says_so_and_exits_0(stub, kubeconfig):
