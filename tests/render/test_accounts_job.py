@@ -27,7 +27,7 @@ SCRIPT = ROOT / "slurmk8s" / "render" / "scripts" / "accounts_job.py"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_accounts import FakeDatabase  # noqa: E402  (the sacctmgr output the lab captured, as a fake)
+from test_accounts import FakeSacctmgr  # noqa: E402  (sacctmgr over an in-memory slurmdbd)
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -69,8 +69,8 @@ def fake_sacctmgr(tmp_path: Path, current, desired, registered_after: int = 1) -
     tree until a `-i` command ran, then from desired's (a database that took the commands)."""
     state = tmp_path / "state"
     state.mkdir()
-    (state / "before.json").write_text(json.dumps({w: FakeDatabase(current).show(w) for w in ("assoc", "user", "qos")}))
-    (state / "after.json").write_text(json.dumps({w: FakeDatabase(desired).show(w) for w in ("assoc", "user", "qos")}))
+    (state / "before.json").write_text(json.dumps({w: FakeSacctmgr(current).show(w) for w in ("assoc", "user", "qos")}))
+    (state / "after.json").write_text(json.dumps({w: FakeSacctmgr(desired).show(w) for w in ("assoc", "user", "qos")}))
     (state / "cluster").write_text(current.cluster)
     (state / "waits").write_text(str(registered_after))
     bin_dir = tmp_path / "bin"
