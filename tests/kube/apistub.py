@@ -3,7 +3,8 @@
 It implements what slurmk8s and the real `kubernetes` client need: GET/LIST (labelSelector,
 a fieldSelector on involvedObject.name), POST, server-side apply PATCH (with dryRun, field
 managers and conflicts), DELETE, discovery for registered custom kinds (a group's versions and
-each version's resources), injected failures and latency. Workloads can turn "Ready" on their own: the stub then makes their pods.
+each version's resources), injected failures, latency, and barriers (requests that are answered
+only once several are in flight together). Workloads can turn "Ready" on their own: the stub then makes their pods.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ class Recorded:
 
 
 @dataclass
+class Gate:
+    """Requests matching `when` call `wait` before they are answered (see ApiStub.barrier)."""
+
+    when: Callable[[Recorded], bool]
+    wait: Callable[[], object]
+
+
+@dataclass
 class Failure:
     """Answer requests matching `when` with status (and message) instead of serving them."""
 
@@ -76,6 +85,7 @@ class ApiStub:
         self.store: dict[tuple[str, str, str], dict[str, Obj]] = {}
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
+        self.gates: list[Gate] = []
         self.conflicts: dict[tuple[str, str], str] = {}  # (plural, name) -> other manager
         self.discovery: dict[str, list[Obj]] = {}  # "/apis/g/v" -> resources
         self._rv = itertools.count(100)
@@ -146,6 +156,16 @@ class ApiStub:
         """Answer matching requests with any body at all (a malformed one, say)."""
         self.failures.append(Failure(status, when, body, {}, times))
 
+    def barrier(self, parties: int, when: Callable[[Recorded], bool], timeout: float = 30) -> threading.Barrier:
+        """Hold matching requests until `parties` of them are in flight at once, then answer them all.
+
+        This proves concurrency without timing: requests sent one after another never meet, so
+        after `timeout` the barrier breaks and each held request is answered 500.
+        """
+        barrier = threading.Barrier(parties, timeout=timeout)
+        self.gates.append(Gate(when, barrier.wait))
+        return barrier
+
     def seed(self, collection: str, obj: Obj, managers: tuple[str, ...] = ("slurmk8s",)) -> Obj:
         """Put an object in place as if someone had created it (managers become managedFields)."""
         obj = copy.deepcopy(obj)
@@ -191,9 +211,16 @@ class ApiStub:
         with self._lock:
             self.requests.append(rec)
         if self.latency:
-            time.sleep(self.latency)
+            time.sleep(self.latency)  # a slower API server, for bench/up.py
         try:
+            for gate in self.gates:
+                if gate.when(rec):
+                    gate.wait()
             status, body, headers = self._answer(rec)
+        except threading.BrokenBarrierError:
+            status, body = _status(500, "InternalError", f"stub: barrier broken: {rec.method} {rec.path} was never "
+                                                         "in flight together with the other requests of its barrier")
+            headers = {}
         except Exception as e:  # a stub bug must show up as a 500, not a dropped connection
             (status, body), headers = _status(500, "InternalError", f"stub: {type(e).__name__}: {e}"), {}
         rec.status, rec.ended = status, time.monotonic()

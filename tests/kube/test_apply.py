@@ -55,7 +55,10 @@ def worker_stage_applies(bundle):
     def when(r) -> bool:
         if r.method != "PATCH" or not isinstance(r.body, dict) or "kind" not in r.body:
             return False
-        obj = bundle.find(r.body["kind"], r.body["metadata"]["name"])
+        try:
+            obj = bundle.find(r.body["kind"], r.body["metadata"]["name"])
+        except KeyError:  # the ApplySet parent is applied by up, not rendered
+            return False
         return obj is not None and STAGE_NAMES[stage_of(obj)] == "worker"
     return when
 
