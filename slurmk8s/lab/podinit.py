@@ -1,14 +1,19 @@
-"""Init of one pod process: set up its private view of the machine, then exec its command.
+"""Init of one pod process: set up its private view of the machine, become its user, exec its command.
 
 Runs as ``python -I podinit.py SPEC_JSON`` inside fresh UTS + mount namespaces (and the pod's
 network namespace), started by ``sandbox.PodSandbox.start``. Standard library only, so it runs
 by file path whether slurmk8s is pip-installed or not. Every mount lands in the pod's private
 mount namespace and disappears with its last process.
 
-SPEC keys: hostname, rootfs (or null), lab_dir (or null), mounts (list of
-{"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
-devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, ready_fd (a pipe
+SPEC keys: hostname, rootfs (or null), layer (or null: {"upper", "work", "merged"} dirs of a
+writable overlay on the rootfs, as a container runtime gives each container), lab_dir (or null),
+mounts (list of {"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
+devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, identity (or null:
+{"uid", "gid", "groups", "caps", "no_new_privs"}, applied last, as runc does), ready_fd (a pipe
 the starter reads to EOF: it closes when the command has been exec'd or init has failed).
+
+With {"enter": PID, "argv", "env", "identity"} instead, it joins the namespaces, root and cwd of
+the running PID and execs argv as ``identity`` (what ``kubectl exec`` does in a container).
 """
 
 from __future__ import annotations
@@ -25,9 +30,24 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+_libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+_libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 class InitError(Exception):
@@ -75,6 +95,50 @@ def resolve_in_root(root: str, path: str) -> str:
             continue
         resolved.append(part)
     return os.path.join(root, *resolved)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise InitError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def become(identity: dict) -> None:
+    """Drop to the container's user as runc does: bounding set, groups, gid, uid, then capabilities.
+
+    A uid 0 process keeps its bounding set effective (and so after exec); any other uid loses
+    every capability at setuid and at exec. no_new_privs stops setuid binaries and file
+    capabilities from giving any back.
+    """
+    caps = set(identity["caps"])
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        if cap not in caps:
+            _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+    os.setgroups(identity["groups"])
+    os.setresgid(identity["gid"], identity["gid"], identity["gid"])
+    os.setresuid(identity["uid"], identity["uid"], identity["uid"])
+    mask = sum(1 << c for c in caps if c <= last) if identity["uid"] == 0 else 0
+    data = (_CapData * 2)(_CapData(mask & 0xFFFFFFFF, mask & 0xFFFFFFFF, 0), _CapData(mask >> 32, mask >> 32, 0))
+    _check(_libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data), "capset")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    if identity["no_new_privs"]:
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+
+
+def enter(pid: int) -> None:
+    """Join the net, UTS and mount namespaces of pid, then its root and cwd (nsenter -n -u -m -r -w)."""
+    fds = {ns: os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in ("net", "uts", "mnt")}
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)
+    cwd = os.open(f"/proc/{pid}/cwd", os.O_RDONLY | os.O_DIRECTORY)
+    for ns, fd in fds.items():
+        _check(_libc.setns(fd, 0), f"enter the {ns} namespace of {pid}")
+        os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    os.fchdir(cwd)
+    os.close(root)
+    os.close(cwd)
 
 
 def _make_target(target: str, like_dir: bool) -> None:
@@ -145,6 +209,11 @@ def setup(spec: dict) -> None:
     socket.sethostname(spec["hostname"])
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = spec.get("rootfs") or "/"
+    layer = spec.get("layer")
+    if layer:  # the container's own writable layer over the image's files
+        mount("overlay", layer["merged"], "overlay", 0,
+              f"lowerdir={root},upperdir={layer['upper']},workdir={layer['work']}")
+        root = layer["merged"]
     devices = spec.get("devices") or []
     for dev in devices:
         if not dev["path"].startswith("/dev/"):
@@ -161,6 +230,8 @@ def setup(spec: dict) -> None:
             except FileNotFoundError:
                 raise InitError(f"bind source {m['src']} does not exist") from None
     if root != "/":
+        for point in ("/proc", "/sys", "/dev"):  # as runc, create a mount point the image lacks
+            os.makedirs(resolve_in_root(root, point), exist_ok=True)
         mount("proc", resolve_in_root(root, "/proc"), "proc")
         mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
         if devices:
@@ -194,12 +265,17 @@ def setup(spec: dict) -> None:
 
 
 def main() -> None:
-    """Parse the spec from argv[1], set up, exec; exit 126 (setup) or 127 (exec) on failure."""
+    """Parse the spec from argv[1], set up (or enter), become the user, exec; exit 126 (setup) or 127 (exec)."""
     spec = json.loads(sys.argv[1])
     try:
-        setup(spec)
+        if spec.get("enter") is not None:
+            enter(spec["enter"])
+        else:
+            setup(spec)
+        if spec.get("identity"):
+            become(spec["identity"])
     except (InitError, OSError) as e:
-        print(f"podinit[{spec.get('hostname')}]: {e}", file=sys.stderr, flush=True)
+        print(f"podinit[{spec.get('hostname') or spec.get('enter')}]: {e}", file=sys.stderr, flush=True)
         sys.exit(126)
     argv = spec["argv"]
     if spec.get("ready_fd") is not None:

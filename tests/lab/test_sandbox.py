@@ -242,6 +242,55 @@ def test_podinit_failure_is_readable(net):
         wait_until(lambda: False, 10, "no-such-daemon", proc=proc, log_path=pod.log_of(proc))
 
 
+def _status(pid: int) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+
+
+def test_a_process_runs_as_its_identity_and_exec_joins_it_as_the_same(net):
+    pod = net.add_pod("u", "pod-u")
+    # uid 401 with groups 401 and 4242, SETUID (bit 7) and NET_BIND_SERVICE (bit 10) in its bounding set
+    who = {"uid": 401, "gid": 401, "groups": [401, 4242], "caps": [7, 10], "no_new_privs": True}
+    proc = pod.start(["sleep", "60"], PATH_ENV, identity=who)
+    st = _status(proc.pid)
+    assert (st["Uid"].split(), st["Gid"].split(), st["Groups"].split()) == (["401"] * 4, ["401"] * 4, ["401", "4242"])
+    # not root: nothing effective or permitted; the bounding set keeps what setuid binaries could get
+    assert (int(st["CapEff"], 16), int(st["CapPrm"], 16), int(st["CapBnd"], 16)) == (0, 0, 1 << 7 | 1 << 10)
+    assert st["NoNewPrivs"] == "1"
+    done = pod.exec_in(["sh", "-c", "id -u; id -G; grep -E '^(CapBnd|NoNewPrivs)' /proc/self/status"], proc=proc)
+    assert done.stdout.split() == ["401", "401", "4242", "CapBnd:", f"{1 << 7 | 1 << 10:016x}", "NoNewPrivs:", "1"]
+
+
+def test_root_keeps_exactly_its_capability_set_effective(net):
+    pod = net.add_pod("r", "pod-r")
+    who = {"uid": 0, "gid": 0, "groups": [0], "caps": [0, 10], "no_new_privs": False}
+    proc = pod.start(["sleep", "60"], PATH_ENV, identity=who)
+    st = _status(proc.pid)
+    assert int(st["CapEff"], 16) == int(st["CapBnd"], 16) == 1 << 0 | 1 << 10 and st["NoNewPrivs"] == "0"
+    # CAP_SYS_ADMIN is gone: even root cannot mount now
+    done = pod.exec_in(["mount", "-t", "tmpfs", "t", "/mnt"], proc=proc)
+    assert done.returncode != 0 and "permission denied" in (done.stderr + done.stdout).lower()
+
+
+def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_path):
+    image = tmp_path / "image"
+    for d in ("usr/bin", "etc"):
+        (image / d).mkdir(parents=True)
+    (image / "etc/motd").write_text("from the image\n")
+    for tool in ("sh", "cat", "sleep"):  # a tiny image: the host's binaries, its libraries bound in read-only
+        shutil.copy(shutil.which(tool), image / "usr/bin" / tool)
+    (image / "lib").symlink_to("usr/lib")
+    (image / "lib64").symlink_to("usr/lib64")
+    mounts = [Bind(Path(p).resolve(), f"/usr/{Path(p).resolve().name}", readonly=True) for p in ("/lib", "/lib64")]
+    pod = net.add_pod("l", "pod-l")
+    first = pod.start(["sh", "-c", "echo changed > /etc/motd; exec sleep 60"], PATH_ENV, mounts=mounts,
+                      rootfs=image, layer=tmp_path / "layers/a")
+    wait_until(lambda: (tmp_path / "layers/a/upper/etc/motd").exists(), 10, "the write", proc=first)
+    assert (image / "etc/motd").read_text() == "from the image\n"
+    second = pod.start(["sleep", "60"], PATH_ENV, mounts=mounts, rootfs=image, layer=tmp_path / "layers/b")
+    assert pod.exec_in(["cat", "/etc/motd"], proc=second).stdout == "from the image\n"
+    assert pod.exec_in(["cat", "/etc/motd"], proc=first).stdout == "changed\n"
+
+
 def _cgroup_controller() -> Path | None:
     for ctrl in ("pids", "freezer", "memory", "cpu"):
         path = Path("/sys/fs/cgroup", ctrl)
