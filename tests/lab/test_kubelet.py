@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from slurmk8s.actions.files import read_profile
 from slurmk8s.lab import kubelet
 from slurmk8s.lab.kubelet import ContainerSecurity as C
 from slurmk8s.lab.kubelet import PodSecurity as P
+from slurmk8s.lab.plan import pods_of
+from slurmk8s.render import render
 
 PASSWD = ("root:x:0:0:root:/root:/bin/bash\n"
           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -184,3 +187,14 @@ def test_home_comes_from_the_image_s_passwd():
     assert kubelet.home_of(401, PASSWD) == "/nonexistent"
     assert kubelet.home_of(4242, PASSWD) == "/"
 
+
+def test_the_rendered_controller_gives_slurmctld_401_and_the_fs_group():
+    bundle = render(read_profile("profiles/kind-dev.yaml"))
+    ctl = next(p for p in pods_of(bundle) if p.component == "controller")
+    daemon = next(c for c in ctl.containers if c.name == "slurmctld")
+    who = kubelet.identity(ctl.security, daemon.security, "", PASSWD, "")
+    assert (who.uid, who.gid, who.groups, who.effective, who.no_new_privs) == (401, 401, (401,), frozenset(), True)
+    # init-config runs as root and slurmctld as 401: no fsUser, the token is 0600 root, then 0640 group 401
+    owner = kubelet.fs_user(ctl.security, [c.security for c in ctl.all_containers])
+    mode, uid = kubelet.token_file(kubelet.PROJECTED_DEFAULT_MODE, owner, ctl.security.fs_group)
+    assert (kubelet.fs_group_mode(mode, False, True), uid, ctl.security.fs_group) == (0o640, 0, 401)
