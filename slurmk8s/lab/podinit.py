@@ -1,8 +1,10 @@
 """Init of one pod process: set up its private view of the machine, become its user, exec its command.
 
-Runs as ``python -I podinit.py SPEC_JSON`` inside fresh UTS + mount namespaces (and the pod's
-network namespace), started by ``sandbox.PodSandbox.start``. Standard library only, so it runs
-by file path whether slurmk8s is pip-installed or not. Every mount lands in the pod's private
+Runs as ``python -I -S podinit.py SPEC`` inside fresh UTS + mount namespaces (and the pod's
+network namespace), started by ``sandbox.PodSandbox.start``; SPEC is ``encode_spec(dict)``.
+Standard library only, so it runs by file path whether slurmk8s is pip-installed or not, and
+only modules that load in a few milliseconds (no site, json, re or socket): every lab exec
+starts one. Every mount lands in the pod's private
 mount namespace and disappears with its last process.
 
 SPEC keys: hostname, rootfs (or null), layer (or null: {"upper", "work", "merged"} dirs of a
@@ -18,10 +20,10 @@ the running PID and execs argv as ``identity`` (what ``kubectl exec`` does in a 
 
 from __future__ import annotations
 
+import binascii
 import ctypes
-import json
+import marshal
 import os
-import socket
 import stat
 import sys
 
@@ -40,6 +42,16 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
 _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 _libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
+_libc.sethostname.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+
+
+def encode_spec(spec: dict) -> str:
+    """The argv form of a spec (the same interpreter decodes it: marshal needs no parser to import)."""
+    return binascii.b2a_base64(marshal.dumps(spec), newline=False).decode()
+
+
+def decode_spec(text: str) -> dict:
+    return marshal.loads(binascii.a2b_base64(text))
 
 
 class _CapHeader(ctypes.Structure):
@@ -206,7 +218,8 @@ def private_dev(target: str, devices: list[dict]) -> None:
 
 def setup(spec: dict) -> None:
     """Everything before exec: hostname, /dev, /proc, /sys, binds, tmpfs, chroot, cwd."""
-    socket.sethostname(spec["hostname"])
+    name = spec["hostname"].encode()
+    _check(_libc.sethostname(name, len(name)), f"sethostname {spec['hostname']}")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = spec.get("rootfs") or "/"
     layer = spec.get("layer")
@@ -264,9 +277,24 @@ def setup(spec: dict) -> None:
     os.chdir(spec.get("workdir") or "/")
 
 
+def exec_in_path(argv: list[str], env: dict[str, str]) -> None:
+    """execvpe by hand: os.execvpe imports a module lazily, which the new root does not have."""
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    denied = None
+    for directory in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        try:
+            os.execve(os.path.join(directory or ".", argv[0]), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except PermissionError as e:  # as execvp: keep looking, report EACCES if nothing runs
+            denied = e
+    raise denied or FileNotFoundError(2, "No such file or directory", argv[0])
+
+
 def main() -> None:
     """Parse the spec from argv[1], set up (or enter), become the user, exec; exit 126 (setup) or 127 (exec)."""
-    spec = json.loads(sys.argv[1])
+    spec = decode_spec(sys.argv[1])
     try:
         if spec.get("enter") is not None:
             enter(spec["enter"])
@@ -281,7 +309,7 @@ def main() -> None:
     if spec.get("ready_fd") is not None:
         os.set_inheritable(spec["ready_fd"], False)  # closed by the exec below: the starter's signal
     try:
-        os.execvpe(argv[0], argv, spec["env"])
+        exec_in_path(argv, spec["env"])
     except OSError as e:
         print(f"podinit[{spec.get('hostname')}]: exec {argv[0]}: {e}", file=sys.stderr, flush=True)
         sys.exit(127)

@@ -337,7 +337,7 @@ class PodSandbox:
         ready_r, ready_w = os.pipe()
         spec["ready_fd"] = ready_w
         cmd = [_tool("nsenter"), f"--net=/run/netns/{self.netns}", _tool("unshare"), "--uts", "--mount",
-               "--propagation", "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
+               "--propagation", "private", "--", sys.executable, "-I", "-S", str(PODINIT), podinit.encode_spec(spec)]
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -396,7 +396,7 @@ def run_entered(pid: int, argv: Sequence[str], env: Mapping[str, str], identity:
     """Run argv in the namespaces, root and cwd of pid as ``identity`` (kubectl exec into its container)."""
     spec = {"enter": pid, "argv": [str(a) for a in argv], "env": dict(env),
             "identity": dict(identity) if identity else None}
-    cmd = [sys.executable, "-I", str(PODINIT), json.dumps(spec)]
+    cmd = [sys.executable, "-I", "-S", str(PODINIT), podinit.encode_spec(spec)]
     try:
         return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=TOOL_ENV,
                               stdin=subprocess.DEVNULL if input is None else None)
