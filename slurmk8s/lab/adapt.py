@@ -30,9 +30,10 @@ class Adaptation:
 ALWAYS = (
     Adaptation("no seccomp filter: RuntimeDefault is not applied",
                "the lab has no container runtime; a syscall that profile refuses succeeds here"),
-    Adaptation("containers share the host's PID and IPC namespaces, /dev (all its devices) and a writable /sys",
-               "the lab keeps each container one process of this host; a runtime gives an unprivileged "
-               "container its own PID namespace, a minimal /dev and a read-only /sys"),
+    Adaptation("containers share the host's PID and IPC namespaces and /dev (all its devices), and see the "
+               "host's whole cgroup tree (read-only unless privileged)",
+               "the lab keeps each container one process of this host; a runtime gives a container its own "
+               "PID namespace, a pod its IPC namespace, an unprivileged container a minimal /dev and its own cgroup"),
     Adaptation("Memory-medium volumes (emptyDir medium Memory, Secrets, the service-account token) are "
                "directories on disk with the kubelet's modes and owners; sizeLimit is not enforced",
                "no tmpfs per pod, so nothing is left mounted on the host"),

@@ -154,7 +154,8 @@ class Lab:
         proc = box.start(argv, env, self.container_mounts(pod, c), rootfs=image.path,
                          workdir=c.working_dir or image.config.workdir or "/",
                          stdout_path=self.pod_dir(pod) / f"{c.name}.log",
-                         layer=self.pod_dir(pod) / "layers" / c.name, identity=who.to_spec())
+                         layer=self.pod_dir(pod) / "layers" / c.name, identity=who.to_spec(),
+                         readonly_sys=not who.privileged)
         self._procs[(pod.name, c.name)] = proc
         self._pids.setdefault(pod.name, {})[c.name] = proc.pid
         self._exec.setdefault(pod.name, {})[c.name] = {"identity": who.to_spec(), "env": env}

@@ -8,7 +8,8 @@ starts one. Every mount lands in the pod's private
 mount namespace and disappears with its last process.
 
 SPEC keys: hostname, rootfs (or null), layer (or null: {"upper", "work", "merged"} dirs of a
-writable overlay on the rootfs, as a container runtime gives each container), lab_dir (or null),
+writable overlay on the rootfs, as a container runtime gives each container), readonly_sys
+(with a rootfs: /sys and everything mounted below it read-only), lab_dir (or null),
 mounts (list of {"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
 devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, identity (or null:
 {"uid", "gid", "groups", "caps", "no_new_privs"}, applied last, as runc does), ready_fd (a pipe
@@ -28,7 +29,17 @@ import stat
 import sys
 
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+# per-mount flags a read-only remount must repeat, or it would clear them
+_KEEP = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+         "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
@@ -153,6 +164,17 @@ def enter(pid: int) -> None:
     os.close(cwd)
 
 
+def remount_readonly_tree(top: str) -> None:
+    """Make top and every mount below it read-only (a recursive bind is read-only at its top only)."""
+    with open("/proc/self/mountinfo") as fh:
+        entries = [line.split() for line in fh]
+    for fields in entries:
+        point = fields[4].replace("\\040", " ")
+        if point == top or point.startswith(top + "/"):
+            flags = sum(_KEEP.get(opt, 0) for opt in fields[5].split(","))
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
+
+
 def _make_target(target: str, like_dir: bool) -> None:
     if os.path.lexists(target):
         return
@@ -247,6 +269,8 @@ def setup(spec: dict) -> None:
             os.makedirs(resolve_in_root(root, point), exist_ok=True)
         mount("proc", resolve_in_root(root, "/proc"), "proc")
         mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
+        if spec.get("readonly_sys"):  # what a runtime gives an unprivileged container
+            remount_readonly_tree(resolve_in_root(root, "/sys"))
         if devices:
             private_dev(resolve_in_root(root, "/dev"), devices)
         else:

@@ -248,16 +248,21 @@ def test_root_keeps_exactly_its_capability_set_effective(net):
     assert done.returncode != 0 and "permission denied" in (done.stderr + done.stdout).lower()
 
 
-def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_path):
-    image = tmp_path / "image"
+def _tiny_image(top: Path) -> tuple[Path, list[Bind]]:
+    """An image of a few host binaries, and binds of the host's libraries they need (read-only)."""
+    image = top / "image"
     for d in ("usr/bin", "etc"):
         (image / d).mkdir(parents=True)
     (image / "etc/motd").write_text("from the image\n")
-    for tool in ("sh", "cat", "sleep"):  # a tiny image: the host's binaries, its libraries bound in read-only
+    for tool in ("sh", "cat", "sleep", "grep", "touch"):
         shutil.copy(shutil.which(tool), image / "usr/bin" / tool)
     (image / "lib").symlink_to("usr/lib")
     (image / "lib64").symlink_to("usr/lib64")
-    mounts = [Bind(Path(p).resolve(), f"/usr/{Path(p).resolve().name}", readonly=True) for p in ("/lib", "/lib64")]
+    return image, [Bind(Path(p).resolve(), f"/usr/{Path(p).resolve().name}", readonly=True) for p in ("/lib", "/lib64")]
+
+
+def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_path):
+    image, mounts = _tiny_image(tmp_path)
     pod = net.add_pod("l", "pod-l")
     first = pod.start(["sh", "-c", "echo changed > /etc/motd; exec sleep 60"], PATH_ENV, mounts=mounts,
                       rootfs=image, layer=tmp_path / "layers/a")
@@ -266,6 +271,24 @@ def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_pa
     second = pod.start(["sleep", "60"], PATH_ENV, mounts=mounts, rootfs=image, layer=tmp_path / "layers/b")
     assert pod.exec_in(["cat", "/etc/motd"], proc=second).stdout == "from the image\n"
     assert pod.exec_in(["cat", "/etc/motd"], proc=first).stdout == "changed\n"
+
+
+def test_sys_and_the_cgroup_trees_are_read_only_unless_privileged(net, tmp_path):
+    image, libs = _tiny_image(tmp_path)
+    pod = net.add_pod("s", "pod-s")
+    sys_mounts = "grep -E ' /sys(/[^ ]*)? ' /proc/self/mountinfo"
+    unprivileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "a",
+                             readonly_sys=True)
+    lines = pod.exec_in(["sh", "-c", sys_mounts], proc=unprivileged).stdout.splitlines()
+    assert len(lines) > 1 and all(line.split()[5].startswith("ro") for line in lines), lines
+    assert any("/sys/fs/cgroup" in line for line in lines)
+    host = next(line.split()[5] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                if line.split()[4] == "/sys")
+    inside = next(line.split()[5] for line in lines if line.split()[4] == "/sys")
+    assert inside.split(",")[1:] == host.split(",")[1:]  # the other flags (nosuid, relatime...) are kept
+    privileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "b")
+    lines = pod.exec_in(["sh", "-c", sys_mounts], proc=privileged).stdout.splitlines()
+    assert lines[0].split()[5].startswith("rw"), lines
 
 
 def _cgroup_controller() -> Path | None:
