@@ -30,12 +30,12 @@ class Adaptation:
 ALWAYS = (
     Adaptation("no seccomp filter: RuntimeDefault is not applied",
                "the lab has no container runtime; a syscall that profile refuses succeeds here"),
-    Adaptation("containers share the host's PID and IPC namespaces and /dev (all its devices), and see the "
-               "host's whole cgroup tree (read-only unless privileged)",
+    Adaptation("containers share the host's PID and IPC namespaces and see the host's whole cgroup tree "
+               "(read-only unless privileged); a privileged container's /dev is the host's",
                "the lab keeps each container one process of this host; a runtime gives a container its own "
-               "PID namespace, a pod its IPC namespace, an unprivileged container a minimal /dev and its own cgroup"),
-    Adaptation("Memory-medium volumes (emptyDir medium Memory, Secrets, the service-account token) are "
-               "directories on disk with the kubelet's modes and owners; sizeLimit is not enforced",
+               "PID namespace and cgroup, a pod its IPC namespace, a privileged container its own devpts and shm"),
+    Adaptation("Memory-medium volumes (emptyDir medium Memory, Secrets, the service-account token) and the "
+               "pod's /dev/shm are directories on disk with the kubelet's modes and owners; sizeLimit is not enforced",
                "no tmpfs per pod, so nothing is left mounted on the host"),
     Adaptation("resources (requests, limits) are not applied to containers; Slurm's own job cgroups are",
                "no pod cgroups here"),

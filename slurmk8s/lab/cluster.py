@@ -109,7 +109,8 @@ class Lab:
     def container_mounts(self, pod: Pod, c: Container) -> list:
         """The container's volumeMounts; configMap, secret and token volumes always read-only, as the kubelet mounts them."""
         kinds = {v.name: v.kind for v in pod.volumes}
-        mounts: list = [sandbox.Bind(self.lab_dir / "hosts", "/etc/hosts", readonly=True)]  # the kubelet's managed hosts file
+        mounts: list = [sandbox.Bind(self.lab_dir / "hosts", "/etc/hosts", readonly=True),  # the kubelet's managed hosts file
+                        sandbox.Bind(self.pod_dir(pod) / "shm", "/dev/shm")]  # the pod sandbox's shm, for every container
         for m in c.mounts:
             src = self.volume_dir(pod, m.volume)
             if m.sub_path:
@@ -155,7 +156,7 @@ class Lab:
                          workdir=c.working_dir or image.config.workdir or "/",
                          stdout_path=self.pod_dir(pod) / f"{c.name}.log",
                          layer=self.pod_dir(pod) / "layers" / c.name, identity=who.to_spec(),
-                         readonly_sys=not who.privileged)
+                         unprivileged=not who.privileged)
         self._procs[(pod.name, c.name)] = proc
         self._pids.setdefault(pod.name, {})[c.name] = proc.pid
         self._exec.setdefault(pod.name, {})[c.name] = {"identity": who.to_spec(), "env": env}
@@ -318,6 +319,10 @@ def materialise_pod(lab: Lab, pod: Pod) -> None:
         write_projection(target, payload, kubelet.EMPTY_DIR_MODE if v.kind == "configMap" else kubelet.MEMORY_DIR_MODE)
         apply_fs_group(target, fs_group, read_only=True)
     shutil.rmtree(lab.pod_dir(pod) / "layers", ignore_errors=True)
+    shm = lab.pod_dir(pod) / "shm"  # the sandbox's /dev/shm: a tmpfs of 64 MiB, 1777, on containerd
+    shutil.rmtree(shm, ignore_errors=True)
+    shm.mkdir(parents=True)
+    os.chmod(shm, kubelet.MEMORY_DIR_MODE)
     if pod.service_account_token and lab.api:
         sa = lab.pod_dir(pod) / "serviceaccount"
         if sa.exists():

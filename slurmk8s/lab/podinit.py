@@ -9,7 +9,8 @@ mount namespace and disappears with its last process.
 
 SPEC keys: hostname, rootfs (or null), layer (or null: {"upper", "work", "merged"} dirs of a
 writable overlay on the rootfs, as a container runtime gives each container), readonly_sys
-(with a rootfs: /sys and everything mounted below it read-only), lab_dir (or null),
+(with a rootfs: /sys and everything mounted below it read-only), minimal_dev (with a rootfs: an
+unprivileged container's /dev instead of the host's), lab_dir (or null),
 mounts (list of {"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
 devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, identity (or null:
 {"uid", "gid", "groups", "caps", "no_new_privs"}, applied last, as runc does), ready_fd (a pipe
@@ -238,6 +239,33 @@ def private_dev(target: str, devices: list[dict]) -> None:
         os.chmod(dst, dev["mode"])
 
 
+# runc's default devices of an unprivileged container (libcontainer/specconv): name, major, minor
+_DEFAULT_DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9),
+                    ("tty", 5, 0))
+_DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+              ("stderr", "/proc/self/fd/2"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx"))
+
+
+def minimal_dev(target: str, devices: list[dict]) -> None:
+    """The /dev a runtime gives an unprivileged container: a tmpfs with runc's few nodes, its own
+    devpts, an empty shm dir (the pod's is bound there) and the pod's ``devices``."""
+    mount("tmpfs", target, "tmpfs", MS_NOSUID, "mode=755,size=65536k")
+    for name, major, minor in _DEFAULT_DEVICES:
+        os.mknod(f"{target}/{name}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
+        os.chmod(f"{target}/{name}", 0o666)
+    for name, link in _DEV_LINKS:
+        os.symlink(link, f"{target}/{name}")
+    os.mkdir(f"{target}/pts")
+    mount("devpts", f"{target}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5")
+    os.mkdir(f"{target}/shm", 0o1777)
+    os.chmod(f"{target}/shm", 0o1777)
+    for dev in devices:
+        path = target + dev["path"][len("/dev"):]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.mknod(path, stat.S_IFCHR | dev["mode"], os.makedev(dev["major"], dev["minor"]))
+        os.chmod(path, dev["mode"])
+
+
 def setup(spec: dict) -> None:
     """Everything before exec: hostname, /dev, /proc, /sys, binds, tmpfs, chroot, cwd."""
     name = spec["hostname"].encode()
@@ -271,7 +299,9 @@ def setup(spec: dict) -> None:
         mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
         if spec.get("readonly_sys"):  # what a runtime gives an unprivileged container
             remount_readonly_tree(resolve_in_root(root, "/sys"))
-        if devices:
+        if spec.get("minimal_dev"):
+            minimal_dev(resolve_in_root(root, "/dev"), devices)
+        elif devices:
             private_dev(resolve_in_root(root, "/dev"), devices)
         else:
             mount("/dev", resolve_in_root(root, "/dev"), None, MS_BIND | MS_REC)

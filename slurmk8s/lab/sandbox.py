@@ -303,7 +303,7 @@ class PodSandbox:
     def start(self, argv: Sequence[str], env: Mapping[str, str], mounts: Iterable[Bind | Tmpfs] = (),
               rootfs: str | Path | None = None, workdir: str | None = None,
               stdout_path: str | Path | None = None, layer: str | Path | None = None,
-              identity: Mapping | None = None, readonly_sys: bool = False) -> subprocess.Popen:
+              identity: Mapping | None = None, unprivileged: bool = False) -> subprocess.Popen:
         """Run argv in the foreground inside the pod, with exactly ``env``; Popen.pid is the command.
 
         The command sees the pod hostname, ``mounts`` (shallowest first), the pod's device
@@ -311,8 +311,9 @@ class PodSandbox:
         ``layer`` dir too, it runs on an overlay of the rootfs whose writes land in a fresh
         layer/upper (a container's own writable layer) and no lab dir; without one, the rootfs
         is shared and the lab dir is bound in. ``identity`` (kubelet.Identity.to_spec()) is the
-        user, groups and capabilities it execs as; None keeps the host's root. ``readonly_sys``
-        mounts /sys and the cgroup trees below it read-only, as for an unprivileged container.
+        user, groups and capabilities it execs as; None keeps the host's root. ``unprivileged``
+        gives it what a runtime gives an unprivileged container: /sys and the cgroup trees below
+        it read-only, and a minimal /dev of its own (the pod's device nodes included).
         Output (stdout and stderr) is appended to ``stdout_path`` (default lab_dir/NAME.out).
         """
         if not argv:
@@ -330,7 +331,8 @@ class PodSandbox:
             "argv": [str(a) for a in argv],
             "env": dict(env),
             "identity": dict(identity) if identity else None,
-            "readonly_sys": readonly_sys,
+            "readonly_sys": unprivileged,
+            "minimal_dev": unprivileged,
         }
         log = Path(stdout_path) if stdout_path else self.network.lab_dir / f"{self.name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -254,7 +254,7 @@ def _tiny_image(top: Path) -> tuple[Path, list[Bind]]:
     for d in ("usr/bin", "etc"):
         (image / d).mkdir(parents=True)
     (image / "etc/motd").write_text("from the image\n")
-    for tool in ("sh", "cat", "sleep", "grep", "touch"):
+    for tool in ("sh", "cat", "sleep", "grep"):
         shutil.copy(shutil.which(tool), image / "usr/bin" / tool)
     (image / "lib").symlink_to("usr/lib")
     (image / "lib64").symlink_to("usr/lib64")
@@ -273,12 +273,12 @@ def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_pa
     assert pod.exec_in(["cat", "/etc/motd"], proc=first).stdout == "changed\n"
 
 
-def test_sys_and_the_cgroup_trees_are_read_only_unless_privileged(net, tmp_path):
+def test_an_unprivileged_container_gets_read_only_sys_and_cgroups_and_a_minimal_dev(net, tmp_path):
     image, libs = _tiny_image(tmp_path)
-    pod = net.add_pod("s", "pod-s")
+    pod = net.add_pod("s", "pod-s", devices=fake_gpus(1))
     sys_mounts = "grep -E ' /sys(/[^ ]*)? ' /proc/self/mountinfo"
     unprivileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "a",
-                             readonly_sys=True)
+                             unprivileged=True)
     lines = pod.exec_in(["sh", "-c", sys_mounts], proc=unprivileged).stdout.splitlines()
     assert len(lines) > 1 and all(line.split()[5].startswith("ro") for line in lines), lines
     assert any("/sys/fs/cgroup" in line for line in lines)
@@ -286,9 +286,16 @@ def test_sys_and_the_cgroup_trees_are_read_only_unless_privileged(net, tmp_path)
                 if line.split()[4] == "/sys")
     inside = next(line.split()[5] for line in lines if line.split()[4] == "/sys")
     assert inside.split(",")[1:] == host.split(",")[1:]  # the other flags (nosuid, relatime...) are kept
+    # runc's few nodes, its own devpts and shm, and the pod's device; none of the host's disks
+    dev = pod.exec_in(["sh", "-c", "cd /dev && echo *; echo x > /dev/null && echo null-ok"], proc=unprivileged)
+    assert dev.stdout.split() == ["core", "fd", "full", "null", "nvidia0", "ptmx", "pts", "random", "shm",
+                                  "stderr", "stdin", "stdout", "tty", "urandom", "zero", "null-ok"], dev.stderr
     privileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "b")
     lines = pod.exec_in(["sh", "-c", sys_mounts], proc=privileged).stdout.splitlines()
     assert lines[0].split()[5].startswith("rw"), lines
+    host_nodes = sorted(p.name for p in Path("/dev").iterdir() if p.is_block_device())
+    seen = pod.exec_in(["sh", "-c", "cd /dev && echo *"], proc=privileged).stdout.split()
+    assert host_nodes and set(host_nodes) <= set(seen)
 
 
 def _cgroup_controller() -> Path | None:
