@@ -9,7 +9,7 @@ import typer
 
 lab_app = typer.Typer(no_args_is_help=True, help="Boot a rendered profile with real Slurm daemons on this machine.")
 
-ROOTFS_HELP = "Cache directory of the Debian root file systems that carry newer Slurm releases (built on demand)."
+ROOTFS_HELP = "Cache directory of the images' trees the containers run on (exported on demand, once per image id)."
 
 
 @lab_app.command("up")
@@ -23,10 +23,12 @@ def up(profile: str = typer.Argument(..., help="Cluster profile."),
 @lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(profile: str = typer.Argument(..., help="Cluster profile."),
           command: List[str] = typer.Argument(..., help="Command to run, after --."),
-          pod: Optional[str] = typer.Option(None, "--pod", help="Pod to run in (default: the login pod).")) -> None:
-    """Run a client command (sinfo, sbatch, ...) inside the lab."""
+          pod: Optional[str] = typer.Option(None, "--pod", help="Pod to run in (default: the login pod)."),
+          container: Optional[str] = typer.Option(None, "--container", "-c",
+                                                  help="Container to run in, as its user (default: the pod's last).")) -> None:
+    """Run a client command (sinfo, sbatch, ...) inside the lab, as kubectl exec would."""
     from slurmk8s.actions.lab import lab_exec
-    done = lab_exec(profile, list(command), pod)
+    done = lab_exec(profile, list(command), pod, container)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     # A command killed by signal N exits 128 + N, as in a shell.

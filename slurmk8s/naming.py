@@ -15,6 +15,8 @@ MANAGER = "slurmk8s"
 
 # The slurm user and group of the Slurm images (Slinky's convention, and our own images').
 SLURM_UID = 401
+# Where `slurmk8s images build` tags the project's own images unless told otherwise.
+PROJECT_REGISTRY = "localhost/slurmk8s"
 
 # Component keys: used in labels, ServiceAccount names and object names.
 CONTROLLER = "controller"

@@ -60,10 +60,10 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
         time.sleep(0.1)
 
 
-def lab_exec(profile: str, argv: list[str], pod: str | None = None):
+def lab_exec(profile: str, argv: list[str], pod: str | None = None, container: str | None = None):
     """Run a command in the running lab of this profile (default pod: login, else controller)."""
     bundle = render_file(profile)
-    return cluster.exec_in_lab(cluster.lab_id_of(bundle), argv, pod, timeout=3600)
+    return cluster.exec_in_lab(cluster.lab_id_of(bundle), argv, pod, timeout=3600, container=container)
 
 
 def lab_down(profile: str) -> list[str]:

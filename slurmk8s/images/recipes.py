@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from slurmk8s import naming, versions
 from slurmk8s.debian import SlurmRelease, apt_sources, upstream_version
 
-DEFAULT_REGISTRY = "localhost/slurmk8s"
+DEFAULT_REGISTRY = naming.PROJECT_REGISTRY
 # Internal: the imported debootstrap rootfs every image starts FROM (never pushed).
 DEFAULT_BASE_REPO = "localhost/slurmk8s-base/debian"
 

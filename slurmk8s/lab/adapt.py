@@ -6,9 +6,11 @@ Everything else (commands, env, volumes, Slurm config) runs exactly as rendered.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmk8s.lab.plan import Pod
+from slurmk8s.lab.rootfs import LabImage
 
 
 @dataclass(frozen=True)
@@ -22,14 +24,36 @@ class Adaptation:
         return f"{self.what} ({self.why})"
 
 
+# What a kubelet and its runtime do that the lab does not. Users, groups, capabilities,
+# no_new_privs, runAsNonRoot, the images' files with a writable layer per container, volume
+# modes and owners (fsGroup, the token's fsUser rule) are applied as on kind (kubelet.py).
 ALWAYS = (
-    Adaptation("the lab's Slurm build (host packages or a Debian rootfs) runs in place of the images",
-               "no container engine here"),
-    Adaptation("containers run as root in their pod's namespaces; securityContext users are not applied",
-               "the images' uids do not exist on this host"),
-    Adaptation("a ClusterIP Service name resolves to the first pod it selects",
-               "no kube-proxy here"),
+    Adaptation("no seccomp filter: RuntimeDefault is not applied",
+               "the lab has no container runtime; a syscall that profile refuses succeeds here"),
+    Adaptation("containers share the host's PID and IPC namespaces and see the host's whole cgroup tree "
+               "(read-only unless privileged); a privileged container's /dev is the host's",
+               "the lab keeps each container one process of this host; a runtime gives a container its own "
+               "PID namespace and cgroup, a pod its IPC namespace, a privileged container its own devpts and shm"),
+    Adaptation("Memory-medium volumes (emptyDir medium Memory, Secrets, the service-account token) and the "
+               "pod's /dev/shm are directories on disk with the kubelet's modes and owners; sizeLimit is not enforced",
+               "no tmpfs per pod, so nothing is left mounted on the host"),
+    Adaptation("resources (requests, limits) are not applied to containers; Slurm's own job cgroups are",
+               "no pod cgroups here"),
+    Adaptation("cluster DNS is each pod's /etc/hosts: every pod and Service name of the bundle; "
+               "a ClusterIP Service name resolves to the first pod it selects; no Service link env vars",
+               "no kube-proxy or DNS server here"),
+    Adaptation("NetworkPolicies are not enforced; the Kubernetes API answers only statefulsets/scale "
+               "(with the bundle's RBAC), for the power-saving programs",
+               "no CNI policy engine and no API server here"),
 )
+
+
+def image_adaptations(images: Iterable[LabImage]) -> list[Adaptation]:
+    """One line per rendered image that runs as the project's image of the same name."""
+    return [Adaptation(f"image {i.rendered} runs as {i.ref}",
+                       "not on this machine; the project's image of that name and Slurm series "
+                       "(slurmk8s images build) has the same users (slurm 401, mysql 999)")
+            for i in sorted(images, key=lambda i: i.rendered) if i.substituted]
 
 
 def adapt_slurm_files(files: dict[str, str], host_cpus: int, host_memory_mib: int) -> tuple[dict[str, str], list[Adaptation]]:
@@ -81,6 +105,7 @@ def host_fence_adaptation(node: str, cpus: str, memory_bytes: int, allowed_gpus:
     """
     devices = "" if allowed_gpus is None else f", devices.deny of every GPU but {','.join(map(str, allowed_gpus)) or 'none'}"
     return Adaptation(
-        f"host-mode node {node}: slurmd in a sandbox, its systemd slice as cgroup v1 slurm_{node} groups seen as the root "
+        f"host-mode node {node}: slurmd in a sandbox on the slurmd image's files as its OS, "
+        f"its systemd slice as cgroup v1 slurm_{node} groups seen as the root "
         f"(cpuset.cpus={cpus}, memory.limit_in_bytes={memory_bytes}{devices})",
         "no systemd or cgroup v2 here; Slurm's cgroup/v1 plugin builds its job tree from the hierarchy root")

@@ -11,27 +11,27 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from slurmk8s import material, naming
+from slurmk8s import debian, material, naming
+from slurmk8s.lab import kubelet, sandbox
 from slurmk8s.lab import rootfs as rootfs_mod
-from slurmk8s.lab import sandbox
-from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations
+from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations
 from slurmk8s.lab.errors import LabError, LabUnavailable
-from slurmk8s.lab.plan import Container, Pod, dns_names, max_replicas, pod_for, pods_of, workloads
+from slurmk8s.lab.plan import Container, Pod, Volume, dns_names, max_replicas, pod_for, pods_of, workloads
 from slurmk8s.lab.scaleapi import ScaleAPI, scale_grants
 from slurmk8s.render import Bundle
 
 LAB_ROOT = Path("/var/lib/slurmk8s/labs")
 # Boot order = the order `up` waits in; each stage is Ready before the next starts.
 STAGES = (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
-# Each container gets private copies of the directories an image would have to itself.
-PRIVATE_DIRS = {"/run": "mode=755", "/tmp": "mode=1777", "/var/log": "mode=755", "/var/spool": "mode=755"}
 INIT_DEADLINE_S = 60
 READY_DEADLINE_S = 60
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -60,7 +60,7 @@ class Lab:
     lab_id: str
     lab_dir: Path
     bundle: Bundle
-    rootfs: Path | None
+    images: dict[str, rootfs_mod.LabImage]  # rendered image reference -> what runs it
     adaptations: list[Adaptation]
     pods: list[Pod]
     slurm_files: dict[str, str]
@@ -74,10 +74,12 @@ class Lab:
     # ------------------------------------------------------------ state shared across commands
 
     def save(self) -> None:
-        state = {"lab_id": self.lab_id, "version": self.version, "replicas": self.replicas, "rootfs": str(self.rootfs) if self.rootfs else None,
+        state = {"lab_id": self.lab_id, "version": self.version, "replicas": self.replicas,
+                 "images": {ref: {"ref": i.ref, "id": i.image_id, "path": str(i.path)} for ref, i in self.images.items()},
                  "adaptations": [str(a) for a in self.adaptations],
                  "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
-                                   "containers": self._pids.get(p.name, {})}
+                                   "containers": self._pids.get(p.name, {}),
+                                   "exec": self._exec.get(p.name, {})}
                           for p in self.pods if self.network and p.name in self.network.pods}}
         state["api"] = getattr(self, "_admin", None)
         state["supervisor"] = getattr(self, "_supervisor", None)
@@ -89,6 +91,7 @@ class Lab:
 
     def __post_init__(self) -> None:
         self._pids: dict[str, dict[str, int]] = {}
+        self._exec: dict[str, dict[str, dict]] = {}  # pod -> container -> its identity and env, for exec
         self._procs: dict[tuple[str, str], subprocess.Popen] = {}
         self._scale_lock = threading.Lock()  # one scale at a time, as one StatefulSet controller
         self._pods_lock = threading.Lock()  # writers of self.pods
@@ -111,35 +114,59 @@ class Lab:
         return self.pod_dir(pod) / "volumes" / volume
 
     def container_mounts(self, pod: Pod, c: Container) -> list:
-        mounts: list = [sandbox.Tmpfs(d, opts) for d, opts in PRIVATE_DIRS.items()]
-        mounts.append(sandbox.Bind(self.lab_dir / "hosts", "/etc/hosts", readonly=True))
+        """The container's volumeMounts; configMap, secret and token volumes always read-only, as the kubelet mounts them."""
+        kinds = {v.name: v.kind for v in pod.volumes}
+        mounts: list = [sandbox.Bind(self.lab_dir / "hosts", "/etc/hosts", readonly=True),  # the kubelet's managed hosts file
+                        sandbox.Bind(self.pod_dir(pod) / "shm", "/dev/shm")]  # the pod sandbox's shm, for every container
         for m in c.mounts:
             src = self.volume_dir(pod, m.volume)
             if m.sub_path:
                 src = src / m.sub_path
-            mounts.append(sandbox.Bind(src, m.path, readonly=m.read_only))
+            read_only = m.read_only or kinds[m.volume] in ("configMap", "secret")
+            mounts.append(sandbox.Bind(src, m.path, readonly=read_only))
         if pod.service_account_token and self.api:
             mounts.append(sandbox.Bind(self.pod_dir(pod) / "serviceaccount", SA_DIR, readonly=True))
         return mounts
 
-    def container_env(self, c: Container) -> dict[str, str]:
-        env = {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+    def identity(self, pod: Pod, c: Container) -> kubelet.Identity:
+        """Who the container runs as (kubelet and containerd rules, against its image's passwd and group)."""
+        image = self.images[c.image]
+        try:
+            return kubelet.identity(pod.security, c.security, image.config.user, image.read("/etc/passwd"),
+                                    image.read("/etc/group"), _kernel_capabilities())
+        except kubelet.SpecError as e:
+            raise LabError(f"{pod.name}/{c.name}: the kubelet would refuse it: {e}") from None
+
+    def container_env(self, pod: Pod, c: Container, uid: int = 0) -> dict[str, str]:
+        """The image's env, HOSTNAME, the API's address, the container's env; HOME from the image's passwd."""
+        image = self.images[c.image]
+        env = dict(image.config.env)
+        env["HOSTNAME"] = pod.hostname  # containerd sets it in every container
         if self.api:  # the kubelet gives every container the API's address
             env.update({"KUBERNETES_SERVICE_HOST": self.api.address, "KUBERNETES_SERVICE_PORT": str(self.api.port)})
         env.update(dict(c.env))
         for var, secret, key in c.secret_env:
             env[var] = (self.lab_dir / "secrets" / secret / key).read_text()
+        env.setdefault("HOME", kubelet.home_of(uid, image.read("/etc/passwd")))  # as runc does
         return env
 
     # ------------------------------------------------------------ processes
 
     def start_container(self, pod: Pod, c: Container) -> subprocess.Popen:
+        """Start one container as a runtime would: its image's files under a fresh writable layer, as its user."""
         box = self.network.pods[pod.name]
-        proc = box.start(c.argv, self.container_env(c), self.container_mounts(pod, c),
-                         rootfs=self.rootfs if pod.uses_slurm_image else None,
-                         stdout_path=self.pod_dir(pod) / f"{c.name}.log")
+        image = self.images[c.image]
+        who = self.identity(pod, c)
+        env = self.container_env(pod, c, who.uid)
+        argv = kubelet.container_argv(c.command, c.args, image.config.entrypoint, image.config.cmd)
+        proc = box.start(argv, env, self.container_mounts(pod, c), rootfs=image.path,
+                         workdir=c.working_dir or image.config.workdir or "/",
+                         stdout_path=self.pod_dir(pod) / f"{c.name}.log",
+                         layer=self.pod_dir(pod) / "layers" / c.name, identity=who.to_spec(),
+                         unprivileged=not who.privileged)
         self._procs[(pod.name, c.name)] = proc
         self._pids.setdefault(pod.name, {})[c.name] = proc.pid
+        self._exec.setdefault(pod.name, {})[c.name] = {"identity": who.to_spec(), "env": env}
         self.save()
         return proc
 
@@ -196,6 +223,7 @@ class Lab:
         with self._pods_lock:
             self.pods = [p for p in self.pods if p is not pod]
         self._pids.pop(pod.name, None)
+        self._exec.pop(pod.name, None)
         write_hosts(self)
         self.save()
 
@@ -241,9 +269,10 @@ class Lab:
     def pod(self, name: str) -> Pod:
         return next(p for p in self.pods if p.name == name)
 
-    def exec(self, argv: list[str], pod: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-        """Run a command in a pod (default: the first login pod, else the controller)."""
-        return exec_in_lab(self.lab_id, argv, pod, timeout)
+    def exec(self, argv: list[str], pod: str | None = None, timeout: float = 60,
+             container: str | None = None) -> subprocess.CompletedProcess:
+        """Run a command in a pod (default: the first login pod, else the controller), as its container's user."""
+        return exec_in_lab(self.lab_id, argv, pod, timeout, container=container)
 
     def publish_admin_access(self) -> None:
         """Record in lab.json (root only) how `slurmk8s scale --lab` reaches the scale API."""
@@ -280,32 +309,103 @@ def materialise_secrets(lab: Lab) -> None:
 
 
 def materialise_pod(lab: Lab, pod: Pod) -> None:
-    """A pod's ConfigMap/Secret volumes as files, emptyDirs and claims as directories, its SA token."""
+    """A pod's volumes as a kubelet sets them up: modes, owners and fsGroup; claims as local-path makes them.
+
+    Every volume but a claim starts empty with the pod, and so does the token volume.
+    """
     config_maps = {o["metadata"]["name"]: dict(o["data"]) for o in lab.bundle.of_kind("ConfigMap")}
     config_maps[naming.config_map(lab.bundle.cluster)] = lab.slurm_files
+    fs_group = pod.security.fs_group
     for v in pod.volumes:
         target = lab.volume_dir(pod, v.name)
-        target.mkdir(parents=True, exist_ok=True)
-        if v.kind == "emptyDir":
-            os.chmod(target, 0o777)  # as the kubelet creates them
-        if v.kind == "configMap":
-            data = {k: text.encode() for k, text in config_maps[v.source].items()}
-        elif v.kind == "secret":
-            folder = lab.lab_dir / "secrets" / v.source
-            if not folder.is_dir():
-                raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
-            data = {f.name: f.read_bytes() for f in folder.iterdir()}
-        else:
+        if v.kind == "claim":
+            # kind's local-path provisioner: `mkdir -m 0777` on the node, a hostPath volume: no fsGroup change
+            if not target.exists():
+                target.mkdir(parents=True)
+                os.chmod(target, kubelet.EMPTY_DIR_MODE)
             continue
-        for key, path in v.items or tuple((k, k) for k in data):
-            _write_file(target / path, data[key], v.mode)
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        if v.kind == "emptyDir":
+            os.chmod(target, kubelet.MEMORY_DIR_MODE if v.medium == "Memory" else kubelet.EMPTY_DIR_MODE)
+            apply_fs_group(target, fs_group, read_only=False)
+            continue
+        payload = _volume_payload(lab, pod, v, config_maps)
+        # a configMap sits on a disk emptyDir, a secret on a Memory one
+        write_projection(target, payload, kubelet.EMPTY_DIR_MODE if v.kind == "configMap" else kubelet.MEMORY_DIR_MODE)
+        apply_fs_group(target, fs_group, read_only=True)
+    shutil.rmtree(lab.pod_dir(pod) / "layers", ignore_errors=True)
+    shm = lab.pod_dir(pod) / "shm"  # the sandbox's /dev/shm: a tmpfs of 64 MiB, 1777, on containerd
+    shutil.rmtree(shm, ignore_errors=True)
+    shm.mkdir(parents=True)
+    os.chmod(shm, kubelet.MEMORY_DIR_MODE)
     if pod.service_account_token and lab.api:
         sa = lab.pod_dir(pod) / "serviceaccount"
+        if sa.exists():
+            shutil.rmtree(sa)
+        sa.mkdir(parents=True)
         account = next(c["spec"]["template"]["spec"].get("serviceAccountName", "default")
                        for c in workloads(lab.bundle) if c["metadata"]["name"] == pod.owner)
-        _write_file(sa / "token", lab.api.token_for(pod.namespace, account).encode(), 0o644)
-        _write_file(sa / "ca.crt", lab.api.ca_file.read_bytes(), 0o644)
-        _write_file(sa / "namespace", pod.namespace.encode(), 0o644)
+        owner = kubelet.fs_user(pod.security, [c.security for c in pod.all_containers])
+        mode, uid = kubelet.token_file(kubelet.PROJECTED_DEFAULT_MODE, owner, fs_group)
+        write_projection(sa, {
+            "token": (lab.api.token_for(pod.namespace, account).encode(), mode, uid),
+            "ca.crt": (lab.api.ca_file.read_bytes(), kubelet.PROJECTED_DEFAULT_MODE, None),
+            "namespace": (pod.namespace.encode(), kubelet.PROJECTED_DEFAULT_MODE, None),
+        }, kubelet.MEMORY_DIR_MODE)
+        apply_fs_group(sa, fs_group, read_only=True)
+
+
+def _volume_payload(lab: Lab, pod: Pod, v: Volume, config_maps: dict[str, dict[str, str]]) -> dict:
+    """path -> (data, mode, owner) of a configMap or secret volume (MakePayload: items, or every key)."""
+    if v.kind == "configMap":
+        data = {k: text.encode() for k, text in config_maps[v.source].items()}
+    else:
+        folder = lab.lab_dir / "secrets" / v.source
+        if not folder.is_dir():
+            raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
+        data = {f.name: f.read_bytes() for f in folder.iterdir()}
+    items = v.items or tuple((k, k, None) for k in data)
+    return {path: (data[key], v.mode if mode is None else mode, None) for key, path, mode in items}
+
+
+def write_projection(target: Path, payload: dict[str, tuple[bytes, int, int | None]], root_mode: int) -> None:
+    """The atomic writer's layout: files in ..<timestamp> (0755), ..data -> it, one symlink per top-level name."""
+    os.chmod(target, root_mode)
+    stamp = Path(tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=target))
+    os.chmod(stamp, kubelet.DATA_DIR_MODE)
+    for path, (data, mode, owner) in sorted(payload.items()):
+        file = stamp / path
+        for parent in reversed(file.relative_to(stamp).parents[:-1]):
+            if not (stamp / parent).exists():
+                (stamp / parent).mkdir()
+                os.chmod(stamp / parent, kubelet.NESTED_DIR_MODE)
+        file.write_bytes(data)
+        os.chmod(file, mode)
+        if owner is not None:
+            os.chown(file, owner, -1)
+    (target / "..data").symlink_to(stamp.name)
+    for top in sorted({p.split("/", 1)[0] for p in payload}):
+        (target / top).symlink_to(f"..data/{top}")
+
+
+def apply_fs_group(root: Path, fs_group: int | None, read_only: bool) -> None:
+    """changeFilePermission over a whole volume: group fsGroup, group rw (ro) bits, setgid dirs; symlinks only chowned."""
+    if fs_group is None:
+        return
+    _fs_group_one(root, fs_group, read_only)
+    for dirpath, dirnames, filenames in os.walk(root):  # symlinked dirs are listed, not followed
+        for name in dirnames + filenames:
+            _fs_group_one(Path(dirpath, name), fs_group, read_only)
+
+
+def _fs_group_one(path: Path, fs_group: int, read_only: bool) -> None:
+    st = os.lstat(path)
+    os.lchown(path, -1, fs_group)
+    if stat.S_ISLNK(st.st_mode):
+        return
+    os.chmod(path, kubelet.fs_group_mode(stat.S_IMODE(st.st_mode), stat.S_ISDIR(st.st_mode), read_only))
 
 
 def write_hosts(lab: Lab) -> None:
@@ -325,27 +425,24 @@ def write_hosts(lab: Lab) -> None:
 
 
 def check_lab_version(version: str) -> None:
-    """LabUnavailable unless the lab has a Slurm build of this release."""
-    if version not in rootfs_mod.SLURM_SOURCES:
-        raise LabUnavailable(f"the lab has no Slurm {version} build (it has {', '.join(sorted(rootfs_mod.SLURM_SOURCES))}); "
+    """LabUnavailable unless the lab has images of this Slurm release."""
+    if version not in debian.SLURM_RELEASES:
+        raise LabUnavailable(f"the lab has no Slurm {version} images (it has {', '.join(sorted(debian.SLURM_RELEASES))}); "
                              "render the profile for one of those versions to try it here")
 
 
-def slurm_source(version: str, cache_dir: Path | None, log: Callable[[str], None]) -> Path | None:
-    """The rootfs to run Slurm `version` from (None: the host's packages)."""
-    host = rootfs_mod.host_slurm_version()
-    if host and rootfs_mod.series_of(host) == version:
-        return None
-    check_lab_version(version)
-    return rootfs_mod.ensure_rootfs(version, cache_dir or rootfs_mod.default_cache_dir(), log=log)
+def every_pod(bundle: Bundle) -> list[Pod]:
+    """Member 0 of every workload: what its members are made of, running now or not (an elastic pool's)."""
+    return [pod_for(bundle, w, 0) for w in workloads(bundle)]
 
 
-def refuse_unsupported(bundle: Bundle, pods: list[Pod]) -> None:
+def refuse_unsupported(bundle: Bundle, pods: list[Pod], images: dict[str, rootfs_mod.LabImage]) -> None:
     """Things the lab cannot honour, refused before anything starts."""
     for pod in pods:
-        for c in pod.init + pod.containers:
-            if not c.argv:
-                raise LabError(f"{pod.name}/{c.name}: no command in the bundle; the lab runs rendered commands only")
+        for c in pod.all_containers:
+            image = images[c.image].config
+            if not kubelet.container_argv(c.command, c.args, image.entrypoint, image.cmd):
+                raise LabError(f"{pod.name}/{c.name}: neither the bundle nor image {c.image} gives a command")
     if not any(p.component == naming.CONTROLLER for p in pods):
         raise LabError("the bundle has no slurmctld pod")
 
@@ -353,18 +450,20 @@ def refuse_unsupported(bundle: Bundle, pods: list[Pod]) -> None:
 def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], None] = print) -> Lab:
     """Boot every pod of the bundle; returns when every stage passed its readiness probes."""
     sandbox.preflight()
+    check_lab_version(bundle.version)
     lab_id = lab_id_of(bundle)
     down(lab_id)
     pods = pods_of(bundle)
-    refuse_unsupported(bundle, pods)
-    root = slurm_source(bundle.version, cache_dir, log)
+    templates = every_pod(bundle)
+    images = rootfs_mod.resolve({c.image for p in templates for c in p.all_containers}, bundle.version, cache_dir, log)
+    refuse_unsupported(bundle, templates, images)
     slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
                                              os.cpu_count() or 1, _memory_mib())
-    adaptations = list(ALWAYS) + changed + gpu_adaptations(pods)
-    log(f"lab {lab_id}: Slurm {bundle.version} from {root or 'the host packages'}; adaptations:")
+    adaptations = list(ALWAYS) + image_adaptations(images.values()) + changed + gpu_adaptations(pods)
+    log(f"lab {lab_id}: Slurm {bundle.version}; adaptations:")
     for a in adaptations:
         log(f"  - {a}")
-    lab = Lab(lab_id, lab_dir_of(lab_id), bundle, root, adaptations, [], slurm_files)
+    lab = Lab(lab_id, lab_dir_of(lab_id), bundle, images, adaptations, [], slurm_files)
     lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir).create()
     grants = scale_grants(bundle)
     if any(p.service_account_token for p in pods):
@@ -406,23 +505,25 @@ def load_state(lab_id: str) -> dict:
 
 
 def exec_in_lab(lab_id: str, argv: list[str], pod: str | None = None, timeout: float = 60,
-                input: str | None = None) -> subprocess.CompletedProcess:
-    """Run argv inside a running lab pod's namespaces and root (works from any process)."""
+                input: str | None = None, container: str | None = None) -> subprocess.CompletedProcess:
+    """Run argv in a running lab container as kubectl exec would (works from any process).
+
+    ``container`` defaults to the pod's last running one.
+    """
     state = load_state(lab_id)
     name = pod or slurm_client_pod(state)
     if name not in state["pods"]:
         raise LabError(f"lab {lab_id} has no pod {name} (pods: {', '.join(sorted(state['pods']))})")
     pids = state["pods"][name]["containers"]
-    live = [pid for pid in pids.values() if _alive(pid)]
+    live = [(c, pid) for c, pid in pids.items() if _alive(pid) and container in (None, c)]
     if not live:
-        raise LabError(f"{name}: no container is running")
-    cmd = ["nsenter", "-t", str(live[-1]), "-n", "-u", "-m", "-r", "-w", "--", *argv]
-    env = {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, input=input,
-                              stdin=None if input is not None else subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise LabError(f"{name}: `{' '.join(argv)}` timed out after {timeout} s") from None
+        raise LabError(f"{name}: {'no container' if container is None else f'container {container}'} is not running"
+                       f" (containers: {', '.join(pids) or 'none'})")
+    container, pid = live[-1]
+    # as kubectl exec: the container's user, groups, capabilities and env
+    how = state["pods"][name].get("exec", {}).get(container, {})
+    return sandbox.run_entered(pid, argv, how.get("env") or {"PATH": CLIENT_PATH}, how.get("identity"), timeout,
+                               input, name)
 
 
 def _alive(pid: int) -> bool:
@@ -471,6 +572,13 @@ def _stop_supervisor(lab_id: str, deadline_s: float = 60) -> None:
     end = time.monotonic() + deadline_s
     while _alive(pid) and time.monotonic() < end:
         time.sleep(0.1)
+
+
+def _kernel_capabilities() -> tuple[str, ...]:
+    """The capabilities the lab itself holds: "all" for a privileged container, as containerd takes its own."""
+    status = Path("/proc/self/status").read_text()
+    held = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapPrm:")), 16)
+    return tuple(name for bit, name in enumerate(kubelet.CAPABILITIES) if held >> bit & 1)
 
 
 def _memory_mib() -> int:

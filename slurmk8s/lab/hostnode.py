@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from slurmk8s.lab import sandbox
+from slurmk8s.lab import rootfs, sandbox
 from slurmk8s.lab.adapt import Adaptation, host_fence_adaptation, v1_cgroup_conf
-from slurmk8s.lab.cluster import CLIENT_PATH, PRIVATE_DIRS, Lab
+from slurmk8s.lab.cluster import CLIENT_PATH, Lab
 from slurmk8s.lab.errors import LabError
 
 NVIDIA_MAJOR = 195
 # Far above the pods' indices, so the host's address never collides with a pod's.
 HOST_INDEX_BASE = 200
+# A systemd host has these as tmpfs; the rest of its OS is the slurmd image's files.
+PRIVATE_DIRS = {"/run": "mode=755", "/tmp": "mode=1777"}
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,11 @@ def start_host_node(lab: Lab, shape: str, node: str, node_gpus: tuple[int, ...],
         sandbox.Bind(lab.lab_dir / "hosts", "/etc/hosts", readonly=True),
         sandbox.Bind(conf, "/cfg", readonly=True),
     ] + [sandbox.Bind(g, d) for g, d in zip(groups, inside)]
+    # The node's OS: Debian's slurmd package, as the project's slurmd image of the series carries it.
+    ref = rootfs.project_image("slurmd", lab.version)
+    os_image = rootfs.resolve([ref], lab.version, log=log)[ref]
     box.start(["/bin/sh", "-c", script], {"PATH": CLIENT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}, mounts,
-              rootfs=lab.rootfs, stdout_path=host_dir / "slurmd.log")
+              rootfs=os_image.path, layer=host_dir / "os", stdout_path=host_dir / "slurmd.log")
     adaptation = host_fence_adaptation(node, fence.cpus, fence.memory_bytes, fence.allowed_gpus)
     log(f"  - {adaptation}")
     lab.adaptations.append(adaptation)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmk8s import naming
+from slurmk8s.lab.kubelet import DEFAULT_MODE, ContainerSecurity, PodSecurity
 from slurmk8s.render import Bundle
 
 
@@ -22,8 +23,9 @@ class Volume:
     name: str
     kind: str
     source: str = ""  # ConfigMap/Secret/claim name
-    items: tuple[tuple[str, str], ...] = ()  # (key, path); empty = every key
-    mode: int = 0o644
+    items: tuple[tuple[str, str, int | None], ...] = ()  # (key, path, mode); empty = every key
+    mode: int = DEFAULT_MODE  # defaultMode
+    medium: str = ""  # an emptyDir's medium ("Memory": a tmpfs)
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,12 @@ class Mount:
 
 @dataclass(frozen=True)
 class Container:
-    """One container: argv = command + args; env values or (secret, key) references."""
+    """One container: its image, command and args (the image's Entrypoint/Cmd fill in), env and mounts."""
 
     name: str
-    argv: tuple[str, ...]
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     secret_env: tuple[tuple[str, str, str], ...]  # (variable, secret, key)
     mounts: tuple[Mount, ...]
@@ -49,6 +53,13 @@ class Container:
     gpus: int = 0
     sidecar: bool = False  # an init container with restartPolicy Always (native sidecar)
     startup_exec: tuple[str, ...] = ()  # startupProbe exec command
+    working_dir: str = ""
+    security: ContainerSecurity = ContainerSecurity()
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """command + args as rendered (without what the image adds)."""
+        return self.command + self.args
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class Pod:
     containers: tuple[Container, ...]
     labels: dict[str, str] = field(default_factory=dict)
     service_account_token: bool = False  # automountServiceAccountToken
+    security: PodSecurity = PodSecurity()
 
     first_node: int = 0  # Slurm node number of ordinal 0 (a per-leaf StatefulSet of a topology)
 
@@ -77,25 +89,27 @@ class Pod:
         return naming.slurm_node_name(self.pool, self.first_node + self.ordinal) if self.pool else None
 
     @property
-    def uses_slurm_image(self) -> bool:
-        """Every pod but the database runs a Slurm image (replaced by the lab's Slurm build)."""
-        return self.component != naming.DATABASE
+    def all_containers(self) -> tuple[Container, ...]:
+        """Init containers (sidecars too) then containers, as the kubelet visits them."""
+        return self.init + self.containers
 
 
 def _volume(v: dict[str, Any], owner: str, ordinal: int) -> Volume:
     if "configMap" in v:
         cm = v["configMap"]
-        return Volume(v["name"], "configMap", cm["name"], tuple((i["key"], i["path"]) for i in cm.get("items", [])),
-                      cm.get("defaultMode", 0o644))
+        return Volume(v["name"], "configMap", cm["name"], _items(cm), cm.get("defaultMode", DEFAULT_MODE))
     if "secret" in v:
         s = v["secret"]
-        return Volume(v["name"], "secret", s["secretName"], tuple((i["key"], i["path"]) for i in s.get("items", [])),
-                      s.get("defaultMode", 0o644))
+        return Volume(v["name"], "secret", s["secretName"], _items(s), s.get("defaultMode", DEFAULT_MODE))
     if "emptyDir" in v:
-        return Volume(v["name"], "emptyDir")
+        return Volume(v["name"], "emptyDir", medium=v["emptyDir"].get("medium", ""))
     if "persistentVolumeClaim" in v:
         return Volume(v["name"], "claim", v["persistentVolumeClaim"]["claimName"])
     raise ValueError(f"{owner}: volume {v['name']} of an unsupported kind: {sorted(v)}")
+
+
+def _items(source: dict[str, Any]) -> tuple[tuple[str, str, int | None], ...]:
+    return tuple((i["key"], i["path"], i.get("mode")) for i in source.get("items", []))
 
 
 def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str] | None = None) -> Container:
@@ -114,7 +128,9 @@ def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str
     gpus = sum(int(v) for k, v in limits.items() if k in gpu_resources)
     return Container(
         name=c["name"],
-        argv=tuple(c.get("command", [])) + tuple(c.get("args", [])),
+        image=c["image"],
+        command=tuple(c.get("command", [])),
+        args=tuple(c.get("args", [])),
         env=tuple(env),
         secret_env=tuple(secret_env),
         mounts=tuple(Mount(m["name"], m["mountPath"], m.get("readOnly", False), m.get("subPath", ""))
@@ -123,6 +139,8 @@ def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str
         gpus=gpus,
         sidecar=c.get("restartPolicy") == "Always",
         startup_exec=tuple(c.get("startupProbe", {}).get("exec", {}).get("command", [])),
+        working_dir=c.get("workingDir", ""),
+        security=ContainerSecurity.from_spec(c.get("securityContext")),
     )
 
 
@@ -173,6 +191,7 @@ def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
         containers=tuple(_container(c, gpu_resources, fields) for c in template["spec"]["containers"]),
         labels=dict(labels),
         service_account_token=bool(template["spec"].get("automountServiceAccountToken", True)),
+        security=PodSecurity.from_spec(template["spec"].get("securityContext")),
         first_node=int(template["metadata"].get("annotations", {}).get(naming.ANNOTATION_FIRST_NODE, "0")),
     )
 

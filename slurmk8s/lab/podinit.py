@@ -1,33 +1,77 @@
-"""Init of one pod process: set up its private view of the machine, then exec its command.
+"""Init of one pod process: set up its private view of the machine, become its user, exec its command.
 
-Runs as ``python -I podinit.py SPEC_JSON`` inside fresh UTS + mount namespaces (and the pod's
-network namespace), started by ``sandbox.PodSandbox.start``. Standard library only, so it runs
-by file path whether slurmk8s is pip-installed or not. Every mount lands in the pod's private
+Runs as ``python -I -S podinit.py SPEC`` inside fresh UTS + mount namespaces (and the pod's
+network namespace), started by ``sandbox.PodSandbox.start``; SPEC is ``encode_spec(dict)``.
+Standard library only, so it runs by file path whether slurmk8s is pip-installed or not, and
+only modules that load in a few milliseconds (no site, json, re or socket): every lab exec
+starts one. Every mount lands in the pod's private
 mount namespace and disappears with its last process.
 
-SPEC keys: hostname, rootfs (or null), lab_dir (or null), mounts (list of
-{"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
-devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, ready_fd (a pipe
+SPEC keys: hostname, rootfs (or null), layer (or null: {"upper", "work", "merged"} dirs of a
+writable overlay on the rootfs, as a container runtime gives each container), readonly_sys
+(with a rootfs: /sys and everything mounted below it read-only), minimal_dev (with a rootfs: an
+unprivileged container's /dev instead of the host's), lab_dir (or null),
+mounts (list of {"type": "bind", "src", "dst", "readonly"} or {"type": "tmpfs", "dst", "options"}),
+devices (list of {"path", "major", "minor", "mode"}), workdir, argv, env, identity (or null:
+{"uid", "gid", "groups", "caps", "no_new_privs"}, applied last, as runc does), ready_fd (a pipe
 the starter reads to EOF: it closes when the command has been exec'd or init has failed).
+
+With {"enter": PID, "argv", "env", "identity"} instead, it joins the namespaces, root and cwd of
+the running PID and execs argv as ``identity`` (what ``kubectl exec`` does in a container).
 """
 
 from __future__ import annotations
 
+import binascii
 import ctypes
-import json
+import marshal
 import os
-import socket
 import stat
 import sys
 
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+# per-mount flags a read-only remount must repeat, or it would clear them
+_KEEP = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+         "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+_libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+_libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
+_libc.sethostname.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+
+
+def encode_spec(spec: dict) -> str:
+    """The argv form of a spec (the same interpreter decodes it: marshal needs no parser to import)."""
+    return binascii.b2a_base64(marshal.dumps(spec), newline=False).decode()
+
+
+def decode_spec(text: str) -> dict:
+    return marshal.loads(binascii.a2b_base64(text))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 class InitError(Exception):
@@ -75,6 +119,61 @@ def resolve_in_root(root: str, path: str) -> str:
             continue
         resolved.append(part)
     return os.path.join(root, *resolved)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise InitError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def become(identity: dict) -> None:
+    """Drop to the container's user as runc does: bounding set, groups, gid, uid, then capabilities.
+
+    A uid 0 process keeps its bounding set effective (and so after exec); any other uid loses
+    every capability at setuid and at exec. no_new_privs stops setuid binaries and file
+    capabilities from giving any back.
+    """
+    caps = set(identity["caps"])
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        if cap not in caps:
+            _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+    os.setgroups(identity["groups"])
+    os.setresgid(identity["gid"], identity["gid"], identity["gid"])
+    os.setresuid(identity["uid"], identity["uid"], identity["uid"])
+    mask = sum(1 << c for c in caps if c <= last) if identity["uid"] == 0 else 0
+    data = (_CapData * 2)(_CapData(mask & 0xFFFFFFFF, mask & 0xFFFFFFFF, 0), _CapData(mask >> 32, mask >> 32, 0))
+    _check(_libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data), "capset")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    if identity["no_new_privs"]:
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+
+
+def enter(pid: int) -> None:
+    """Join the net, UTS and mount namespaces of pid, then its root and cwd (nsenter -n -u -m -r -w)."""
+    fds = {ns: os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in ("net", "uts", "mnt")}
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)
+    cwd = os.open(f"/proc/{pid}/cwd", os.O_RDONLY | os.O_DIRECTORY)
+    for ns, fd in fds.items():
+        _check(_libc.setns(fd, 0), f"enter the {ns} namespace of {pid}")
+        os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    os.fchdir(cwd)
+    os.close(root)
+    os.close(cwd)
+
+
+def remount_readonly_tree(top: str) -> None:
+    """Make top and every mount below it read-only (a recursive bind is read-only at its top only)."""
+    with open("/proc/self/mountinfo") as fh:
+        entries = [line.split() for line in fh]
+    for fields in entries:
+        point = fields[4].replace("\\040", " ")
+        if point == top or point.startswith(top + "/"):
+            flags = sum(_KEEP.get(opt, 0) for opt in fields[5].split(","))
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
 
 
 def _make_target(target: str, like_dir: bool) -> None:
@@ -140,11 +239,44 @@ def private_dev(target: str, devices: list[dict]) -> None:
         os.chmod(dst, dev["mode"])
 
 
+# runc's default devices of an unprivileged container (libcontainer/specconv): name, major, minor
+_DEFAULT_DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9),
+                    ("tty", 5, 0))
+_DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+              ("stderr", "/proc/self/fd/2"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx"))
+
+
+def minimal_dev(target: str, devices: list[dict]) -> None:
+    """The /dev a runtime gives an unprivileged container: a tmpfs with runc's few nodes, its own
+    devpts, an empty shm dir (the pod's is bound there) and the pod's ``devices``."""
+    mount("tmpfs", target, "tmpfs", MS_NOSUID, "mode=755,size=65536k")
+    for name, major, minor in _DEFAULT_DEVICES:
+        os.mknod(f"{target}/{name}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
+        os.chmod(f"{target}/{name}", 0o666)
+    for name, link in _DEV_LINKS:
+        os.symlink(link, f"{target}/{name}")
+    os.mkdir(f"{target}/pts")
+    mount("devpts", f"{target}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5")
+    os.mkdir(f"{target}/shm", 0o1777)
+    os.chmod(f"{target}/shm", 0o1777)
+    for dev in devices:
+        path = target + dev["path"][len("/dev"):]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.mknod(path, stat.S_IFCHR | dev["mode"], os.makedev(dev["major"], dev["minor"]))
+        os.chmod(path, dev["mode"])
+
+
 def setup(spec: dict) -> None:
     """Everything before exec: hostname, /dev, /proc, /sys, binds, tmpfs, chroot, cwd."""
-    socket.sethostname(spec["hostname"])
+    name = spec["hostname"].encode()
+    _check(_libc.sethostname(name, len(name)), f"sethostname {spec['hostname']}")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = spec.get("rootfs") or "/"
+    layer = spec.get("layer")
+    if layer:  # the container's own writable layer over the image's files
+        mount("overlay", layer["merged"], "overlay", 0,
+              f"lowerdir={root},upperdir={layer['upper']},workdir={layer['work']}")
+        root = layer["merged"]
     devices = spec.get("devices") or []
     for dev in devices:
         if not dev["path"].startswith("/dev/"):
@@ -161,9 +293,15 @@ def setup(spec: dict) -> None:
             except FileNotFoundError:
                 raise InitError(f"bind source {m['src']} does not exist") from None
     if root != "/":
+        for point in ("/proc", "/sys", "/dev"):  # as runc, create a mount point the image lacks
+            os.makedirs(resolve_in_root(root, point), exist_ok=True)
         mount("proc", resolve_in_root(root, "/proc"), "proc")
         mount("/sys", resolve_in_root(root, "/sys"), None, MS_BIND | MS_REC)
-        if devices:
+        if spec.get("readonly_sys"):  # what a runtime gives an unprivileged container
+            remount_readonly_tree(resolve_in_root(root, "/sys"))
+        if spec.get("minimal_dev"):
+            minimal_dev(resolve_in_root(root, "/dev"), devices)
+        elif devices:
             private_dev(resolve_in_root(root, "/dev"), devices)
         else:
             mount("/dev", resolve_in_root(root, "/dev"), None, MS_BIND | MS_REC)
@@ -193,19 +331,39 @@ def setup(spec: dict) -> None:
     os.chdir(spec.get("workdir") or "/")
 
 
+def exec_in_path(argv: list[str], env: dict[str, str]) -> None:
+    """execvpe by hand: os.execvpe imports a module lazily, which the new root does not have."""
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    denied = None
+    for directory in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        try:
+            os.execve(os.path.join(directory or ".", argv[0]), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except PermissionError as e:  # as execvp: keep looking, report EACCES if nothing runs
+            denied = e
+    raise denied or FileNotFoundError(2, "No such file or directory", argv[0])
+
+
 def main() -> None:
-    """Parse the spec from argv[1], set up, exec; exit 126 (setup) or 127 (exec) on failure."""
-    spec = json.loads(sys.argv[1])
+    """Parse the spec from argv[1], set up (or enter), become the user, exec; exit 126 (setup) or 127 (exec)."""
+    spec = decode_spec(sys.argv[1])
     try:
-        setup(spec)
+        if spec.get("enter") is not None:
+            enter(spec["enter"])
+        else:
+            setup(spec)
+        if spec.get("identity"):
+            become(spec["identity"])
     except (InitError, OSError) as e:
-        print(f"podinit[{spec.get('hostname')}]: {e}", file=sys.stderr, flush=True)
+        print(f"podinit[{spec.get('hostname') or spec.get('enter')}]: {e}", file=sys.stderr, flush=True)
         sys.exit(126)
     argv = spec["argv"]
     if spec.get("ready_fd") is not None:
         os.set_inheritable(spec["ready_fd"], False)  # closed by the exec below: the starter's signal
     try:
-        os.execvpe(argv[0], argv, spec["env"])
+        exec_in_path(argv, spec["env"])
     except OSError as e:
         print(f"podinit[{spec.get('hostname')}]: exec {argv[0]}: {e}", file=sys.stderr, flush=True)
         sys.exit(127)

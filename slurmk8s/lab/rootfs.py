@@ -1,9 +1,12 @@
-"""Where each Slurm version of the lab comes from: host packages or a debootstrapped rootfs.
+"""The file systems the lab's containers run on: images, exported once per image id.
 
-22.05 is Debian 12's own Slurm (the host's packages). Newer series run chrooted from a
-Debian rootfs built on demand with debootstrap and cached (one directory per series). Which
-suite carries which series, and the debootstrap itself, live in slurmk8s.debian (shared with
-the image builder).
+A container runs on its rendered image when podman has it, else on the project's own image of
+the same name for the bundle's Slurm series (``slurmk8s images build --slurm X``, slurm =
+401:401, mysql = 999:999, as the rendered securityContexts assume), so that a runAsUser
+means the same user in the lab as on a kubelet. Each image is exported (``podman create`` +
+``podman export``) into the cache once per image id, with its config (USER, Env, WorkingDir,
+Entrypoint, Cmd) beside it; every container then runs on an overlay of that tree with a
+writable layer of its own, as a container runtime gives it.
 """
 
 from __future__ import annotations
@@ -11,202 +14,256 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmk8s import debian
-from slurmk8s.debian import APT_OPTS, DebianError, debian_mirror, series_of, upstream_version
-from slurmk8s.lab.errors import LabError
+from slurmk8s import debian, naming
+from slurmk8s.lab.errors import LabError, LabUnavailable
 
 DEFAULT_CACHE_DIR = Path("/var/cache/slurmk8s/rootfs")
 CACHE_ENV = "SLURMK8S_LAB_ROOTFS_CACHE"
-MARKER = ".slurmk8s-rootfs.json"
-# openssh-server: the login pods run the rendered sshd; python3: the power-saving programs.
-SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "openssh-server", "python3")
-# The series the host itself carries (Debian 12): the lab runs it from the host's packages.
-HOST_SERIES = "22.05"
+IMAGES_DIR = "images"
+# Before images, the lab ran from debootstrapped trees marked with this file: prune removes them.
+LEGACY_MARKER = ".slurmk8s-rootfs.json"
+ENGINE = "podman"
+_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
-class SlurmSource:
-    """One Slurm series of the lab: ``suite`` None means the host's own packages."""
+class ImageConfig:
+    """What an image says about how its containers run."""
 
-    series: str
-    suite: str | None
-    description: str
+    user: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str = ""
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+
+    @classmethod
+    def from_inspect(cls, config: dict | None) -> ImageConfig:
+        config = config or {}
+        env = tuple(tuple(e.split("=", 1)) for e in config.get("Env") or () if "=" in e)
+        return cls(config.get("User") or "", env, config.get("WorkingDir") or "",
+                   tuple(config.get("Entrypoint") or ()), tuple(config.get("Cmd") or ()))
 
 
-SLURM_SOURCES: dict[str, SlurmSource] = {
-    series: SlurmSource(series, None, f"host packages ({release.suite})") if series == HOST_SERIES
-    else SlurmSource(series, release.suite, f"{release.suite} rootfs")
-    for series, release in debian.SLURM_RELEASES.items()
-}
+@dataclass(frozen=True)
+class LabImage:
+    """The image one rendered image reference runs on in the lab."""
+
+    rendered: str
+    ref: str
+    image_id: str
+    path: Path
+    config: ImageConfig
+
+    @property
+    def substituted(self) -> bool:
+        return self.ref != self.rendered
+
+    def read(self, path: str) -> str:
+        """A text file of the image ('' when absent), e.g. /etc/passwd."""
+        try:
+            return (self.path / path.lstrip("/")).read_text(errors="replace")
+        except OSError:
+            return ""
 
 
 def default_cache_dir() -> Path:
-    """The rootfs cache dir: $SLURMK8S_LAB_ROOTFS_CACHE or /var/cache/slurmk8s/rootfs."""
+    """The export cache: $SLURMK8S_LAB_ROOTFS_CACHE or /var/cache/slurmk8s/rootfs."""
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR)
 
 
-def host_slurm_version() -> str | None:
-    """Upstream version of the host's slurmctld package, None if it is not installed."""
-    found = debian.dpkg_version(Path("/var/lib/dpkg/status"), "slurmctld")
-    return upstream_version(found) if found else None
+def image_name(ref: str) -> str:
+    """'ghcr.io/slinkyproject/slurmd:26.05-ubuntu24.04' -> 'slurmd' (no registry, tag or digest)."""
+    return ref.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
-def rootfs_slurm_version(path: Path) -> str | None:
-    """Upstream version of slurmctld installed in the rootfs at ``path``, None if absent."""
-    found = debian.dpkg_version(Path(path) / "var/lib/dpkg/status", "slurmctld")
-    return upstream_version(found) if found else None
+def project_image(name: str, series: str) -> str:
+    """The project's image ``name`` for a Slurm series, as `slurmk8s images build` tags it."""
+    release = _release(series)
+    return naming.image_ref(naming.PROJECT_REGISTRY, name, naming.image_tag(series, release.os_name))
 
 
-def rootfs_info(path: Path) -> dict | None:
-    """The marker written when the rootfs at ``path`` was completed, None if incomplete."""
+def _release(series: str) -> debian.SlurmRelease:
     try:
-        return json.loads((Path(path) / MARKER).read_text())
+        return debian.slurm_release(series)
+    except debian.DebianError as e:
+        raise LabUnavailable(f"the lab has no images for Slurm {series}: {e}") from None
+
+
+def _engine(args: list[str], what: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run([ENGINE, *args], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise LabUnavailable("the lab runs the project's images: install podman (bash tools/install-podman.sh) "
+                             "and build them (slurmk8s images build --slurm SERIES)") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: {ENGINE} timed out after {timeout:.0f} s") from None
+    if check and done.returncode != 0:
+        raise LabError(f"{what}: {ENGINE} exited {done.returncode}: {debian.tail(done.stderr or done.stdout, 5)}")
+    return done
+
+
+def local_images() -> dict[str, str]:
+    """Every name podman has an image under -> its id."""
+    out = _engine(["images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"], "list images").stdout
+    found = {}
+    for line in out.splitlines():
+        image_id, _, name = line.partition(" ")
+        if name and "<none>" not in name:
+            found[name] = image_id.removeprefix("sha256:")
+    return found
+
+
+def candidates(ref: str) -> list[str]:
+    """The names a reference can be stored under: a short name is looked up as podman resolves it."""
+    name = ref if ":" in ref.rsplit("/", 1)[-1] or "@" in ref else f"{ref}:latest"
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        return [name]
+    return [f"localhost/{name}", f"docker.io/{name}" if "/" in name else f"docker.io/library/{name}"]
+
+
+def resolve(rendered: Iterable[str], series: str, cache_dir: Path | None = None,
+            log: Callable[[str], None] = print) -> dict[str, LabImage]:
+    """The image each rendered reference runs on, exported into the cache when not there yet."""
+    local = local_images()
+    chosen: dict[str, tuple[str, str]] = {}
+    for ref in sorted(set(rendered)):
+        stored = next((c for c in candidates(ref) if c in local), None)
+        use = ref if stored else project_image(image_name(ref), series)
+        image_id = local.get(stored or use)
+        if image_id is None:
+            raise LabUnavailable(f"no image to run {ref}: podman has neither it nor {use} "
+                                 f"(build the project's images: slurmk8s images build --slurm {series})")
+        chosen[ref] = (use, image_id)
+    ids = sorted({image_id for _, image_id in chosen.values()})
+    records = json.loads(_engine(["image", "inspect", "--format", "json", *ids], "inspect images").stdout or "[]")
+    configs = {r["Id"].removeprefix("sha256:"): ImageConfig.from_inspect(r.get("Config")) for r in records}
+    cache = Path(cache_dir or default_cache_dir())
+    return {ref: LabImage(ref, use, image_id, ensure_exported(image_id, use, cache, log), configs[image_id])
+            for ref, (use, image_id) in chosen.items()}
+
+
+def exported_path(image_id: str, cache_dir: Path) -> Path:
+    """Where the tree of an image id lives in the cache (it may not exist yet)."""
+    if not _ID.match(image_id):
+        raise LabError(f"image id {image_id!r}: expected 64 hex digits")
+    return Path(cache_dir) / IMAGES_DIR / image_id
+
+
+def export_info(image_id: str, cache_dir: Path) -> dict | None:
+    """The record written when the export of an image id finished, None if there is none."""
+    try:
+        return json.loads(exported_path(image_id, cache_dir).with_suffix(".json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
-def _in_chroot(root: Path, script: str) -> list[str]:
-    """argv running a sh script chrooted in root, with /proc and /dev in a private mount ns.
-
-    The namespace dies with the command, so no mount is ever left on the host.
-    """
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-ec",
-            'mount -t proc proc "$1/proc"; mount --rbind /dev "$1/dev"; '
-            'exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin '
-            'DEBIAN_FRONTEND=noninteractive LC_ALL=C sh -ec "$2"',
-            "in-chroot", str(root), script]
-
-
-def rootfs_path(series: str, cache_dir: Path) -> Path:
-    """Where the rootfs of ``series`` lives in ``cache_dir`` (it may not exist yet)."""
-    source = _source(series)
-    if source.suite is None:
-        raise LabError(f"Slurm {series} comes from the host's packages, it has no rootfs")
-    return Path(cache_dir) / f"slurm-{series}-{source.suite}"
-
-
-def _source(series: str) -> SlurmSource:
-    try:
-        return SLURM_SOURCES[series]
-    except KeyError:
-        raise LabError(f"unknown Slurm series {series!r}: expected one of {', '.join(SLURM_SOURCES)}") from None
-
-
-def ensure_rootfs(series: str, cache_dir: Path | None = None, log: Callable[[str], None] = print,
-                  timeout_s: float = 1800) -> Path | None:
-    """Return the rootfs running Slurm ``series``, building it once; None for the host's packages."""
-    source = _source(series)
-    if source.suite is None:
-        found = host_slurm_version()
-        if found is None or series_of(found) != series:
-            raise LabError(f"Slurm {series} needs the host packages (apt-get install slurmctld slurmd "
-                           f"slurm-client slurmdbd munge); found {found or 'none'}")
-        return None
-    cache_dir = Path(cache_dir or default_cache_dir())
-    target = rootfs_path(series, cache_dir)
-    if _complete(target):
+def ensure_exported(image_id: str, ref: str, cache_dir: Path, log: Callable[[str], None] = print,
+                    timeout_s: float = 900) -> Path:
+    """The exported tree of an image, exported once (the record beside it says it is complete)."""
+    target = exported_path(image_id, cache_dir)
+    if target.is_dir() and export_info(image_id, cache_dir):
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with debian.locked(cache_dir / f".{target.name}.lock", log):
-        if _complete(target):  # built by whoever held the lock before us
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with debian.locked(target.parent / ".export.lock", log):
+        if target.is_dir() and export_info(image_id, cache_dir):  # exported by whoever held the lock
             return target
-        if target.exists():  # an incomplete tree without marker: never reuse it
+        if target.exists():  # an incomplete tree: never reuse it
             shutil.rmtree(target)
-        try:
-            _build(source, target, log, timeout_s)
-        except DebianError as e:
-            raise LabError(str(e)) from e
+        _export(image_id, ref, target, timeout_s)
+    log(f"exported {ref} ({image_id[:12]}) for the lab: {target}")
     return target
 
 
-def _complete(target: Path) -> bool:
-    """A finished rootfs that carries every package the lab needs now (older caches are rebuilt)."""
-    info = rootfs_info(target)
-    return bool(info) and set(SLURM_PACKAGES) <= set(info.get("packages", ()))
-
-
-def _build(source: SlurmSource, target: Path, log: Callable[[str], None], timeout_s: float) -> None:
-    debian.check_debootstrap()
+def _export(image_id: str, ref: str, target: Path, timeout_s: float) -> None:
     started = time.monotonic()
-    mirror = debian_mirror()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it 0700: maintainer scripts su to system users need to traverse /
-    log_file = target.parent / f"{target.name}.build.log"
-    log_file.write_text("")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{image_id[:12]}.tmp-", dir=target.parent))
+    container = _engine(["create", "--pull=never", "--network=none", image_id, "slurmk8s-lab-export"],
+                        f"create a container of {ref}").stdout.strip()
     try:
-        log(f"building Slurm {source.series} rootfs: debootstrap {source.suite} from {mirror} into {tmp}")
-        debian.debootstrap(source.suite, tmp, mirror, log_file, timeout_s)
-        bootstrap_s = time.monotonic() - started
-        (tmp / "etc/hosts").write_text("127.0.0.1 localhost\n")
-        policy = tmp / "usr/sbin/policy-rc.d"
-        policy.write_text("#!/bin/sh\n# slurmk8s lab: never start services on install\nexit 101\n")
-        policy.chmod(0o755)
-        apt = " ".join(("apt-get", *APT_OPTS))
-        debian.run_logged(_in_chroot(tmp, f"{apt} update -q"), f"apt-get update in {source.suite}", log_file, timeout_s)
-        has_sackd = subprocess.run(_in_chroot(tmp, "apt-cache show sackd >/dev/null 2>&1"),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-        packages = " ".join(SLURM_PACKAGES + (("sackd",) if has_sackd else ()))
-        debian.run_logged(_in_chroot(tmp, f"{apt} install -y -q --no-install-recommends {packages}; apt-get clean"),
-             f"apt-get install {packages} in {source.suite}", log_file, timeout_s)
-        version = rootfs_slurm_version(tmp)
-        if version is None or series_of(version) != source.series:
-            raise LabError(f"{source.suite} gave Slurm {version or 'nothing'}, not {source.series}.x: "
-                           f"the suite moved on; update SLURM_SOURCES")
-        info = {
-            "series": source.series,
-            "suite": source.suite,
-            "mirror": mirror,
-            "slurm_version": version,
-            "slurm_debian_version": debian.dpkg_version(tmp / "var/lib/dpkg/status", "slurmctld"),
-            "sackd": has_sackd,
-            "packages": packages.split(),
-            "debootstrap_seconds": round(bootstrap_s, 1),
-            "build_seconds": round(time.monotonic() - started, 1),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        (tmp / MARKER).write_text(json.dumps(info, indent=2) + "\n")
-        os.rename(tmp, target)  # atomic: a rootfs with a marker is always complete
-        log(f"built Slurm {version} ({source.suite}{', with sackd' if has_sackd else ', no sackd'}) "
-            f"in {info['build_seconds']} s: {target}")
+        with subprocess.Popen([ENGINE, "export", container], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as export:
+            # numeric owners, modes and file capabilities exactly as in the image
+            untar = subprocess.run(["tar", "-C", str(tmp), "--numeric-owner", "--xattrs", "--xattrs-include=*",
+                                    "-xpf", "-"], stdin=export.stdout, capture_output=True, timeout=timeout_s)
+            export.stdout.close()
+            export_err = export.stderr.read().decode(errors="replace")
+            export.wait(timeout=60)
+        if export.returncode != 0 or untar.returncode != 0:
+            raise LabError(f"export of {ref} failed: {ENGINE} export exited {export.returncode} "
+                           f"({export_err.strip()[-300:]}), tar exited {untar.returncode} "
+                           f"({untar.stderr.decode(errors='replace').strip()[-300:]})")
+        tmp.chmod(0o755)  # mkdtemp makes it 0700; the image's / is traversable by every user
+        os.rename(tmp, target)
+        info = {"ref": ref, "id": image_id, "export_seconds": round(time.monotonic() - started, 1),
+                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        target.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        _engine(["rm", "--force", container], f"remove the export container of {ref}", check=False)
+
+
+def prune(cache_dir: Path, keep_ids: Iterable[str]) -> list[Path]:
+    """Remove exports of images not in keep_ids, and the debootstrapped trees of earlier labs; what went."""
+    cache = Path(cache_dir)
+    keep = set(keep_ids)
+    gone = []
+    for path in sorted((cache / IMAGES_DIR).glob("*")) if (cache / IMAGES_DIR).is_dir() else []:
+        image_id = path.name.removesuffix(".json")
+        if _ID.match(image_id) and image_id not in keep:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            gone.append(path)
+    for path in sorted(cache.glob("*")) if cache.is_dir() else []:
+        if (path / LEGACY_MARKER).exists():
+            shutil.rmtree(path)
+            gone.append(path)
+            Path(f"{path}.build.log").unlink(missing_ok=True)
+    return gone
+
+
+def series_images(series: str) -> list[str]:
+    """The project's image of every component for a Slurm series."""
+    return [project_image(name, series) for name in sorted(set(naming.DAEMON.values()))]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m slurmk8s.lab.rootfs build 24.11 26.05 --cache DIR`` or ``show``."""
+    """CLI: ``python -m slurmk8s.lab.rootfs build|show [SERIES...]``, ``prune``."""
     parser = argparse.ArgumentParser(prog="python -m slurmk8s.lab.rootfs",
-                                     description="Build or show the lab's Slurm rootfs cache.")
-    parser.add_argument("action", choices=["build", "show"])
-    parser.add_argument("series", nargs="*", default=[s for s, src in SLURM_SOURCES.items() if src.suite])
+                                     description="Export the project's images for the lab, show or prune the cache.")
+    parser.add_argument("action", choices=["build", "show", "prune"])
+    parser.add_argument("series", nargs="*", default=list(debian.SLURM_RELEASES))
     parser.add_argument("--cache", type=Path, default=None,
                         help=f"cache dir (default ${CACHE_ENV} or {DEFAULT_CACHE_DIR})")
     args = parser.parse_args(argv)
     cache = args.cache or default_cache_dir()
     try:
+        if args.action == "prune":
+            for path in prune(cache, set(local_images().values())):
+                print(f"removed {path}")
+            return 0
         for series in args.series:
-            source = _source(series)
+            refs = series_images(series)
             if args.action == "build":
-                ensure_rootfs(series, cache)
-            if source.suite is None:
-                print(f"{series}: host packages, Slurm {host_slurm_version() or 'not installed'}")
-                continue
-            path = rootfs_path(series, cache)
-            info = rootfs_info(path)
-            if info is None:
-                print(f"{series}: not built ({path})")
-            else:
-                print(f"{series}: Slurm {info['slurm_version']} from {info['suite']} at {path} "
-                      f"(sackd: {'yes' if info['sackd'] else 'no'}, built in {info['build_seconds']} s)")
+                resolve(refs, series, cache)
+            local = local_images()
+            for ref in refs:
+                image_id = local.get(ref)
+                info = export_info(image_id, cache) if image_id else None
+                state = "not built" if image_id is None else "not exported" if info is None else \
+                    f"{exported_path(image_id, cache)} (exported in {info['export_seconds']} s)"
+                print(f"{series}: {ref}: {state}")
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

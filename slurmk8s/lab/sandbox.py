@@ -313,11 +313,18 @@ class PodSandbox:
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], mounts: Iterable[Bind | Tmpfs] = (),
               rootfs: str | Path | None = None, workdir: str | None = None,
-              stdout_path: str | Path | None = None) -> subprocess.Popen:
+              stdout_path: str | Path | None = None, layer: str | Path | None = None,
+              identity: Mapping | None = None, unprivileged: bool = False) -> subprocess.Popen:
         """Run argv in the foreground inside the pod, with exactly ``env``; Popen.pid is the command.
 
         The command sees the pod hostname, ``mounts`` (shallowest first), the pod's device
-        nodes, and, given a rootfs, runs chrooted in it with /proc, /dev, /sys and the lab dir.
+        nodes, and, given a rootfs, runs chrooted in it with /proc, /dev and /sys. Given a
+        ``layer`` dir too, it runs on an overlay of the rootfs whose writes land in a fresh
+        layer/upper (a container's own writable layer) and no lab dir; without one, the rootfs
+        is shared and the lab dir is bound in. ``identity`` (kubelet.Identity.to_spec()) is the
+        user, groups and capabilities it execs as; None keeps the host's root. ``unprivileged``
+        gives it what a runtime gives an unprivileged container: /sys and the cgroup trees below
+        it read-only, and a minimal /dev of its own (the pod's device nodes included).
         Output (stdout and stderr) is appended to ``stdout_path`` (default lab_dir/NAME.out).
         """
         if not argv:
@@ -327,12 +334,16 @@ class PodSandbox:
         spec = {
             "hostname": self.hostname,
             "rootfs": str(rootfs) if rootfs else None,
-            "lab_dir": str(self.network.lab_dir),
+            "layer": _fresh_layer(Path(layer)) if layer and rootfs else None,
+            "lab_dir": None if layer else str(self.network.lab_dir),
             "mounts": [_mount_spec(m) for m in mounts],
             "devices": [{"path": d.path, "major": d.major, "minor": d.minor, "mode": d.mode} for d in self.devices],
             "workdir": workdir,
             "argv": [str(a) for a in argv],
             "env": dict(env),
+            "identity": dict(identity) if identity else None,
+            "readonly_sys": unprivileged,
+            "minimal_dev": unprivileged,
         }
         log = Path(stdout_path) if stdout_path else self.network.lab_dir / f"{self.name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -341,7 +352,7 @@ class PodSandbox:
         ready_r, ready_w = os.pipe()
         spec["ready_fd"] = ready_w
         cmd = [_tool("nsenter"), f"--net=/run/netns/{self.netns}", _tool("unshare"), "--uts", "--mount",
-               "--propagation", "private", "--", sys.executable, "-I", str(PODINIT), json.dumps(spec)]
+               "--propagation", "private", "--", sys.executable, "-I", "-S", str(PODINIT), podinit.encode_spec(spec)]
         try:
             with log.open("ab") as out:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -370,7 +381,7 @@ class PodSandbox:
 
     def exec_in(self, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 30,
                 input: str | None = None, proc: subprocess.Popen | None = None) -> subprocess.CompletedProcess:
-        """Run a one-off command in the namespaces, root and cwd of a running pod process.
+        """Run a one-off command in the namespaces, root and cwd of a running pod process, as its user.
 
         ``proc`` defaults to the pod's first live process; ``env`` to that process's env.
         Output is captured as text; LabError if nothing runs in the pod or on timeout.
@@ -380,14 +391,32 @@ class PodSandbox:
             why = "" if target is None else (f" ({self._specs[target.pid]['argv'][0]} exited "
                                              f"{target.returncode}; last output:\n{tail(self.logs[target.pid])})")
             raise LabError(f"pod {self.name}: no running process to exec {argv[0]!r} in{why}")
-        run_env = dict(env) if env is not None else self._specs[target.pid]["env"]
-        # -r/-w: the root and cwd of the target, i.e. its chroot when it runs from a rootfs
-        cmd = [_tool("nsenter"), "-t", str(target.pid), "-n", "-u", "-m", "-r", "-w", "--", *map(str, argv)]
-        try:
-            return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=run_env,
-                                  stdin=subprocess.DEVNULL if input is None else None)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"pod {self.name}: `{' '.join(map(str, argv))}` timed out after {timeout} s") from None
+        spec = self._specs[target.pid]
+        return run_entered(target.pid, argv, dict(env) if env is not None else spec["env"], spec["identity"],
+                           timeout, input, f"pod {self.name}")
+
+
+def _fresh_layer(top: Path) -> dict:
+    """Empty upper/work dirs of an overlay, and its mount point: a restarted container starts clean."""
+    if top.exists():
+        shutil.rmtree(top)
+    dirs = {name: top / name for name in ("upper", "work", "merged")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    return {name: str(d) for name, d in dirs.items()}
+
+
+def run_entered(pid: int, argv: Sequence[str], env: Mapping[str, str], identity: Mapping | None,
+                timeout: float, input: str | None = None, what: str = "") -> subprocess.CompletedProcess:
+    """Run argv in the namespaces, root and cwd of pid as ``identity`` (kubectl exec into its container)."""
+    spec = {"enter": pid, "argv": [str(a) for a in argv], "env": dict(env),
+            "identity": dict(identity) if identity else None}
+    cmd = [sys.executable, "-I", "-S", str(PODINIT), podinit.encode_spec(spec)]
+    try:
+        return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=TOOL_ENV,
+                              stdin=subprocess.DEVNULL if input is None else None)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what or f'process {pid}'}: `{' '.join(map(str, argv))}` timed out after {timeout} s") from None
 
 
 def _mount_spec(m: Bind | Tmpfs | tuple) -> dict:

@@ -14,12 +14,13 @@ def lab_unavailable(version: str) -> str | None:
         return "the lab needs root"
     try:
         sandbox.preflight()
+        local = rootfs.local_images()
     except LabUnavailable as e:
         return str(e)
-    if version == "22.05":
-        return None if rootfs.host_slurm_version() else "host Slurm packages missing (bash .ci/install-lab.sh)"
-    path = rootfs.rootfs_path(version, rootfs.default_cache_dir())
-    return None if rootfs.rootfs_info(path) else f"no Slurm {version} rootfs in {path} (bash .ci/install-lab.sh)"
+    missing = [ref for ref in rootfs.series_images(version) if ref not in local]
+    if missing:
+        return f"the project's images {', '.join(missing)} are not built (slurmk8s images build --slurm {version})"
+    return None
 
 
 def boot_or_skip(profile_path):
@@ -34,7 +35,11 @@ def boot_or_skip(profile_path):
     reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
-    return cluster.boot(bundle, log=lambda line: None), bundle
+    try:
+        return cluster.boot(bundle, log=lambda line: None), bundle
+    except BaseException:
+        cluster.down(cluster.lab_id_of(bundle))  # its logs are in the error already
+        raise
 
 
 def down_and_check_clean(lab) -> None:

@@ -2,7 +2,7 @@
 
 The shared node runs slurmd with the files render wrote under hosts/<shape>/ and the
 shape's slice applied as cgroup v1 groups (slurmk8s/lab/adapt.py: host_fence_adaptation).
-Needs root and the Slurm 26.05 rootfs (.ci/install-lab.sh).
+Needs root and the project's 26.05 images (.ci/install-lab.sh).
 """
 
 from __future__ import annotations

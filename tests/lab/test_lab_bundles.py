@@ -1,7 +1,7 @@
 """The pod lab on rendered bundles: real slurmctld/slurmd/slurmdbd/MariaDB, real jobs.
 
 Profiles: kind-dev (26.05, auth/slurm), legacy-munge (22.05, munge), and a GPU profile on
-24.11 (auth/slurm). Needs root and the lab packages/rootfs (.ci/install-lab.sh).
+24.11 (auth/slurm). Needs root and the project's images (.ci/install-lab.sh).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.files import read_profile
-from slurmk8s.lab import sandbox, verify
+from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
 
 import slurmfacts
@@ -194,7 +194,7 @@ def test_a_version_without_a_lab_build_is_refused_up_front_with_exit_2(tmp_path)
     done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "lab", "up", str(profile)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith("the lab has no Slurm 25.11 build")
+    assert done.stderr.strip().splitlines()[-1].startswith("the lab has no Slurm 25.11 images")
     assert "Traceback" not in done.stderr
 
 
@@ -203,3 +203,110 @@ def test_without_root_the_lab_says_so_and_exits_2(monkeypatch):
     with pytest.raises(LabUnavailable, match="needs root") as e:
         sandbox.preflight()
     assert e.value.exit_code == 2
+
+
+# ---------------------------------------------------------------- what the kubelet would apply
+
+# Capability bits (linux/capability.h): containerd's default set, and sshd's rendered one.
+DEFAULT_CAPS = sum(1 << b for b in (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31))
+SSHD_CAPS = sum(1 << b for b in (0, 1, 5, 6, 7, 10, 18, 29))  # CHOWN DAC_OVERRIDE KILL SETGID SETUID NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE
+# What each long-running container's process is on a kubelet: uid, gid, groups, CapEff, CapBnd, NoNewPrivs
+# (None: every capability this machine's root holds, as a privileged container gets from containerd).
+EXPECTED = {
+    "slurmctld": (401, 401, {401}, 0, 0, 1),
+    "slurmdbd": (401, 401, {401}, 0, 0, 1),
+    "mariadb": (999, 999, {999}, 0, 0, 1),
+    "sshd": (0, 0, {0}, SSHD_CAPS, SSHD_CAPS, 0),
+    "sackd": (0, 0, {0}, DEFAULT_CAPS, DEFAULT_CAPS, 1),
+    "munged": (0, 0, {0}, DEFAULT_CAPS, DEFAULT_CAPS, 1),
+    "slurmd": (0, 0, {0}, None, None, 0),
+}
+# slurmd and sshd clear their own supplementary groups when they start (exec into their containers gets {0})
+DAEMON_GROUPS = {"slurmd": set(), "sshd": set()}
+
+
+def _status(pid: int) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+
+
+def _fs_group(lab, pod: str) -> set[int]:
+    """The pod's fsGroup, which the kubelet adds to every container's groups."""
+    fs_group = lab.pod(pod).security.fs_group
+    return set() if fs_group is None else {fs_group}
+
+
+def _running(lab) -> list[tuple[str, str, int]]:
+    """(pod, container, pid) of every container process still running."""
+    state = cluster.load_state(lab.lab_id)
+    return [(pod, c, pid) for pod, info in sorted(state["pods"].items()) for c, pid in info["containers"].items()
+            if Path(f"/proc/{pid}").exists() and _status(pid).get("State", "Z")[0] != "Z"]
+
+
+def test_every_daemon_runs_with_the_user_groups_and_capabilities_of_its_security_context(booted):
+    lab, _ = booted
+    held = int(_status(os.getpid())["CapPrm"], 16)
+    seen = set()
+    for pod, container, pid in _running(lab):
+        uid, gid, groups, eff, bnd, nnp = EXPECTED[container]
+        st = _status(pid)
+        got = (st["Uid"].split(), st["Gid"].split(), set(map(int, st["Groups"].split())),
+               int(st["CapEff"], 16), int(st["CapBnd"], 16), int(st["NoNewPrivs"]))
+        groups = DAEMON_GROUPS.get(container, groups | _fs_group(lab, pod))
+        want = ([str(uid)] * 4, [str(gid)] * 4, groups, held if eff is None else eff, held if bnd is None else bnd, nnp)
+        assert got == want, f"{pod}/{container} (pid {pid})"
+        seen.add(container)
+    assert {"slurmctld", "slurmdbd", "mariadb", "sshd", "slurmd"} <= seen, seen
+
+
+def test_exec_runs_as_the_container_user_as_kubectl_exec_does(booted):
+    lab, _ = booted
+    for pod, container, _pid in _running(lab):
+        uid, _gid, groups, *_ = EXPECTED[container]
+        done = lab.exec(["sh", "-c", "id -u; id -G"], pod=pod, container=container, timeout=15)
+        assert done.returncode == 0, done.stderr
+        got_uid, got_groups = done.stdout.split("\n", 1)
+        assert (int(got_uid), set(map(int, got_groups.split()))) == (uid, groups | _fs_group(lab, pod)), \
+            f"{pod}/{container}"
+
+
+def _pod(lab, component: str) -> str:
+    return next(p.name for p in lab.pods if p.component == component)
+
+
+def test_slurmdbd_reads_its_0600_config_as_slurm_401(booted):
+    lab, _ = booted
+    pod = _pod(lab, "accounting")
+    done = lab.exec(["sh", "-c", "stat -c '%a %u %g' /etc/slurm/slurmdbd.conf && grep -c '^StoragePass=' "
+                     "/etc/slurm/slurmdbd.conf && id -u"], pod=pod, container="slurmdbd", timeout=15)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["600 401 401", "1", "401"]
+
+
+def test_the_controller_reads_the_service_account_token_through_its_fs_group(booted):
+    lab, bundle = booted
+    pod = lab.pod(_pod(lab, "controller"))
+    if not pod.service_account_token:
+        pytest.skip(f"{bundle.cluster}: the controller mounts no service-account token (no elastic pool)")
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    # the user ResumeProgram runs as: SlurmUser, the slurmctld container's identity
+    done = lab.exec(["sh", "-c", f"stat -L -c '%a %u %g' {token} && wc -c < {token}"], pod=pod.name,
+                    container="slurmctld", timeout=15)
+    assert done.returncode == 0, done.stderr
+    mode, size = done.stdout.split("\n")[:2]
+    assert mode == "640 0 401" and int(size) > 0
+    # the same user without the fsGroup cannot: it is the group, not root's powers, that lets it read
+    state = cluster.load_state(lab.lab_id)["pods"][pod.name]
+    who = dict(state["exec"]["slurmctld"]["identity"], gid=65534, groups=[65534])
+    denied = sandbox.run_entered(state["containers"]["slurmctld"], ["cat", token], {"PATH": "/usr/bin:/bin"}, who, 15)
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+
+
+def test_volumes_have_the_kubelet_s_modes_and_claims_keep_theirs(booted):
+    lab, _ = booted
+    ctl = _pod(lab, "controller")
+    # an emptyDir with fsGroup 401: setgid, group 401; the state claim (local-path, hostPath): 0777, no setgid
+    done = lab.exec(["stat", "-c", "%a %G", "/etc/slurm", "/var/spool/slurmctld"], pod=ctl, container="slurmctld")
+    assert done.stdout.split("\n")[:2] == ["2777 slurm", "777 slurm"], done.stderr
+    worker = _pod(lab, "worker")  # no fsGroup: a plain 0777 emptyDir, a Memory one 1777 (tmpfs root)
+    done = lab.exec(["stat", "-c", "%a %U %G", "/etc/slurm", "/dev/shm"], pod=worker, container="slurmd")
+    assert done.stdout.split("\n")[:2] == ["777 root root", "1777 root root"], done.stderr

@@ -91,29 +91,6 @@ def test_resolve_in_root_keeps_absolute_symlinks_inside_the_rootfs(tmp_path):
     assert podinit.resolve_in_root("/", "/var/run/../run") == "/var/run"
 
 
-def test_versions_are_read_from_dpkg_status(tmp_path):
-    status = tmp_path / "var/lib/dpkg/status"
-    status.parent.mkdir(parents=True)
-    status.write_text(
-        "Package: slurmd\nStatus: install ok installed\nVersion: 1.0-1\n\n"
-        "Package: slurmctld\nStatus: deinstall ok config-files\nVersion: 9.9-1\n\n"
-    )
-    assert rootfs.rootfs_slurm_version(tmp_path) is None  # config-files only is not installed
-    status.write_text(status.read_text() + "Package: slurmctld\nStatus: install ok installed\n"
-                      "Version: 1:24.11.5-4+deb13u1\n")
-    assert rootfs.rootfs_slurm_version(tmp_path) == "24.11.5"
-    assert rootfs.series_of("24.11.5") == "24.11"
-
-
-def test_ensure_rootfs_without_debootstrap_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(rootfs.shutil, "which", lambda name: None)
-    with pytest.raises(LabError, match="debootstrap is missing"):
-        rootfs.ensure_rootfs("24.11", tmp_path, log=lambda _: None)
-    assert list(tmp_path.glob(".slurm-24.11-*.tmp-*")) == []
-    with pytest.raises(LabError, match="unknown Slurm series '23.02'"):
-        rootfs.ensure_rootfs("23.02", tmp_path)
-
-
 def test_wait_until_returns_the_value_or_times_out_with_the_reason():
     calls = iter([0, None, "ready"])
     assert wait_until(lambda: next(calls), 5, "thing", interval=0.01) == "ready"
@@ -255,6 +232,85 @@ def test_podinit_failure_is_readable(net):
         wait_until(lambda: False, 10, "no-such-daemon", proc=proc, log_path=pod.log_of(proc))
 
 
+def _status(pid: int) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+
+
+def test_a_process_runs_as_its_identity_and_exec_joins_it_as_the_same(net):
+    pod = net.add_pod("u", "pod-u")
+    # uid 401 with groups 401 and 4242, SETUID (bit 7) and NET_BIND_SERVICE (bit 10) in its bounding set
+    who = {"uid": 401, "gid": 401, "groups": [401, 4242], "caps": [7, 10], "no_new_privs": True}
+    proc = pod.start(["sleep", "60"], PATH_ENV, identity=who)
+    st = _status(proc.pid)
+    assert (st["Uid"].split(), st["Gid"].split(), st["Groups"].split()) == (["401"] * 4, ["401"] * 4, ["401", "4242"])
+    # not root: nothing effective or permitted; the bounding set keeps what setuid binaries could get
+    assert (int(st["CapEff"], 16), int(st["CapPrm"], 16), int(st["CapBnd"], 16)) == (0, 0, 1 << 7 | 1 << 10)
+    assert st["NoNewPrivs"] == "1"
+    done = pod.exec_in(["sh", "-c", "id -u; id -G; grep -E '^(CapBnd|NoNewPrivs)' /proc/self/status"], proc=proc)
+    assert done.stdout.split() == ["401", "401", "4242", "CapBnd:", f"{1 << 7 | 1 << 10:016x}", "NoNewPrivs:", "1"]
+
+
+def test_root_keeps_exactly_its_capability_set_effective(net):
+    pod = net.add_pod("r", "pod-r")
+    who = {"uid": 0, "gid": 0, "groups": [0], "caps": [0, 10], "no_new_privs": False}
+    proc = pod.start(["sleep", "60"], PATH_ENV, identity=who)
+    st = _status(proc.pid)
+    assert int(st["CapEff"], 16) == int(st["CapBnd"], 16) == 1 << 0 | 1 << 10 and st["NoNewPrivs"] == "0"
+    # CAP_SYS_ADMIN is gone: even root cannot mount now
+    done = pod.exec_in(["mount", "-t", "tmpfs", "t", "/mnt"], proc=proc)
+    assert done.returncode != 0 and "permission denied" in (done.stderr + done.stdout).lower()
+
+
+def _tiny_image(top: Path) -> tuple[Path, list[Bind]]:
+    """An image of a few host binaries, and binds of the host's libraries they need (read-only)."""
+    image = top / "image"
+    for d in ("usr/bin", "etc"):
+        (image / d).mkdir(parents=True)
+    (image / "etc/motd").write_text("from the image\n")
+    for tool in ("sh", "cat", "sleep", "grep"):
+        shutil.copy(shutil.which(tool), image / "usr/bin" / tool)
+    (image / "lib").symlink_to("usr/lib")
+    (image / "lib64").symlink_to("usr/lib64")
+    return image, [Bind(Path(p).resolve(), f"/usr/{Path(p).resolve().name}", readonly=True) for p in ("/lib", "/lib64")]
+
+
+def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_path):
+    image, mounts = _tiny_image(tmp_path)
+    pod = net.add_pod("l", "pod-l")
+    first = pod.start(["sh", "-c", "echo changed > /etc/motd; exec sleep 60"], PATH_ENV, mounts=mounts,
+                      rootfs=image, layer=tmp_path / "layers/a")
+    wait_until(lambda: (tmp_path / "layers/a/upper/etc/motd").exists(), 10, "the write", proc=first)
+    assert (image / "etc/motd").read_text() == "from the image\n"
+    second = pod.start(["sleep", "60"], PATH_ENV, mounts=mounts, rootfs=image, layer=tmp_path / "layers/b")
+    assert pod.exec_in(["cat", "/etc/motd"], proc=second).stdout == "from the image\n"
+    assert pod.exec_in(["cat", "/etc/motd"], proc=first).stdout == "changed\n"
+
+
+def test_an_unprivileged_container_gets_read_only_sys_and_cgroups_and_a_minimal_dev(net, tmp_path):
+    image, libs = _tiny_image(tmp_path)
+    pod = net.add_pod("s", "pod-s", devices=fake_gpus(1))
+    sys_mounts = "grep -E ' /sys(/[^ ]*)? ' /proc/self/mountinfo"
+    unprivileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "a",
+                             unprivileged=True)
+    lines = pod.exec_in(["sh", "-c", sys_mounts], proc=unprivileged).stdout.splitlines()
+    assert len(lines) > 1 and all(line.split()[5].startswith("ro") for line in lines), lines
+    assert any("/sys/fs/cgroup" in line for line in lines)
+    host = next(line.split()[5] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                if line.split()[4] == "/sys")
+    inside = next(line.split()[5] for line in lines if line.split()[4] == "/sys")
+    assert inside.split(",")[1:] == host.split(",")[1:]  # the other flags (nosuid, relatime...) are kept
+    # runc's few nodes, its own devpts and shm, and the pod's device; none of the host's disks
+    dev = pod.exec_in(["sh", "-c", "cd /dev && echo *; echo x > /dev/null && echo null-ok"], proc=unprivileged)
+    assert dev.stdout.split() == ["core", "fd", "full", "null", "nvidia0", "ptmx", "pts", "random", "shm",
+                                  "stderr", "stdin", "stdout", "tty", "urandom", "zero", "null-ok"], dev.stderr
+    privileged = pod.start(["sleep", "60"], PATH_ENV, mounts=libs, rootfs=image, layer=tmp_path / "b")
+    lines = pod.exec_in(["sh", "-c", sys_mounts], proc=privileged).stdout.splitlines()
+    assert lines[0].split()[5].startswith("rw"), lines
+    host_nodes = sorted(p.name for p in Path("/dev").iterdir() if p.is_block_device())
+    seen = pod.exec_in(["sh", "-c", "cd /dev && echo *"], proc=privileged).stdout.split()
+    assert host_nodes and set(host_nodes) <= set(seen)
+
+
 def _cgroup_controller() -> Path | None:
     for ctrl in ("pids", "freezer", "memory", "cpu"):
         path = Path("/sys/fs/cgroup", ctrl)
@@ -345,26 +401,23 @@ def test_two_labs_coexist(needs_root, tmp_path):
 # ---------------------------------------------------------------- Slurm smoke
 
 
-def _rootfs_for(series: str) -> Path | None:
-    if rootfs.SLURM_SOURCES[series].suite is None:
-        found = rootfs.host_slurm_version()
-        if found is None or rootfs.series_of(found) != series:
-            _skip(f"Slurm {series} host packages are not installed (found {found or 'none'})")
-        return None
-    cache = rootfs.default_cache_dir()
-    path = rootfs.rootfs_path(series, cache)
-    if rootfs.rootfs_info(path) is None:
-        _skip(f"no Slurm {series} rootfs in {cache}: python -m slurmk8s.lab.rootfs build {series} --cache {cache}")
-    return path
+def _image_for(name: str, series: str) -> Path:
+    """The exported tree of one of the project's images (each carries munge and the Slurm clients)."""
+    ref = rootfs.project_image(name, series)
+    try:
+        found = rootfs.local_images().get(ref)
+    except LabError as e:
+        _skip(str(e))
+    if found is None:
+        _skip(f"{ref} is not built: slurmk8s images build --slurm {series}")
+    return rootfs.resolve([ref], series, log=lambda _: None)[ref].path
 
 
 @pytest.mark.lab
 @pytest.mark.parametrize("series", ["22.05", "24.11", "26.05"])
 def test_slurm_runs_across_two_pods(net, tmp_path, request, series):
-    root = _rootfs_for(series)
-    for tool in ("munged", "mungekey"):  # munged always runs from the host, as in the notes
-        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
-            _skip(f"{tool} is not installed on the host")
+    ctl_root, node_root = _image_for("slurmctld", series), _image_for("slurmd", series)
+    layers = tmp_path / "layers"  # each process writes into a layer of its own, never into the image
     started = time.monotonic()
     ctl_host, workers = f"{net.lab_id}-ctl", [f"{net.lab_id}-w{i}" for i in range(2)]
     ctl = net.add_pod("ctl", ctl_host)
@@ -403,22 +456,25 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
     (etc / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
     (etc / "gres.conf").write_text(f"AutoDetect=off\nNodeName={workers[0]} Name=gpu File=/dev/nvidia[0-1]\n")
-    subprocess.run(["mungekey", "-c", "-k", str(state / "munge.key")], check=True, capture_output=True)
+    (state / "munge.key").write_bytes(os.urandom(1024))  # what mungekey -c writes
+    (state / "munge.key").chmod(0o600)
     mounts = [Bind(tmp_path / "hosts", "/etc/hosts"), Bind(etc, "/etc/slurm"), Tmpfs("/run"),
               Bind(sock, "/run/munge"), Tmpfs("/var/spool"), Tmpfs("/var/log"), Tmpfs("/tmp")]
 
-    munged = ctl.start(["munged", "-F", f"--key-file={state}/munge.key", f"--socket={sock}/munge.socket.2",
-                        f"--pid-file={state}/munged.pid", f"--log-file={state}/munged.log",
-                        f"--seed-file={state}/seed"], PATH_ENV, mounts=mounts[:1],
+    # munged from the same image, in the controller's pod; the others reach its socket through the bind
+    munged = ctl.start(["munged", "-F", "--key-file=/state/munge.key", "--socket=/run/munge/munge.socket.2",
+                        "--pid-file=/state/munged.pid", "--log-file=/state/munged.log", "--seed-file=/state/seed"],
+                       PATH_ENV, mounts=mounts + [Bind(state, "/state")], rootfs=ctl_root, layer=layers / "munged",
                        stdout_path=tmp_path / "munged.out")
     wait_until(lambda: (sock / "munge.socket.2").exists(), 10, "munged", proc=munged,
                log_path=[tmp_path / "munged.out", state / "munged.log"])
-    slurmctld = ctl.start(["slurmctld", "-D", "-i"], PATH_ENV, mounts=mounts, rootfs=root)
+    slurmctld = ctl.start(["slurmctld", "-D", "-i"], PATH_ENV, mounts=mounts, rootfs=ctl_root, layer=layers / "ctl")
     version = ctl.exec_in(["slurmctld", "-V"], proc=slurmctld, timeout=10).stdout.split()
     assert version[-1].startswith(series), version
     wait_until(lambda: "UP" in ctl.exec_in(["scontrol", "ping"], proc=slurmctld, timeout=5).stdout, 30,
                "slurmctld", proc=slurmctld, log_path=ctl.log_of(slurmctld))
-    slurmds = [n.start(["slurmd", "-D"], PATH_ENV, mounts=mounts, rootfs=root) for n in nodes]
+    slurmds = [n.start(["slurmd", "-D"], PATH_ENV, mounts=mounts, rootfs=node_root, layer=layers / n.name)
+               for n in nodes]
 
     def idle() -> bool:
         out = ctl.exec_in(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], proc=slurmctld, timeout=5).stdout

@@ -2,10 +2,11 @@
 
 Boots tests/lab/profiles/sched-2605.yaml (Slurm 26.05) and applies its accounts with the same
 code `up` uses (slurmk8s.actions.accounts). Jobs of the profile's users run as real Unix users:
-the lab's 26.05 daemons run chrooted in the Debian testing rootfs, so the fixture adds the two
-users to that rootfs's /etc/passwd (useradd --root) and removes them afterwards; jobs are
-submitted with `runuser -u USER -- sbatch` in the login pod.
-Needs root and the 26.05 rootfs (.ci/install-lab.sh).
+a site provides them to every pod (in its images or from a directory service), so the fixture
+adds the two users to the /etc/passwd of each image the lab runs (useradd --root on the lab's
+exported image trees) and removes them afterwards; jobs are submitted with
+`runuser -u USER -- sbatch` in the login pod.
+Needs root and the project's 26.05 images (.ci/install-lab.sh).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def lab():
     reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
-    root = rootfs.rootfs_path(bundle.version, rootfs.default_cache_dir())
-    added = _add_users(root)
+    images = rootfs.resolve({c.image for p in cluster.every_pod(bundle) for c in p.all_containers}, bundle.version,
+                            log=lambda line: None)
+    added = {path: _add_users(path) for path in {i.path for i in images.values()}}
     booted = cluster.boot(bundle, log=lambda line: None)
     try:
         booted.applied = apply_accounts(profile, lambda argv: _run3(booted, argv))
@@ -64,8 +66,9 @@ def lab():
         yield booted
     finally:
         left = cluster.down(booted.lab_id)
-        for name in added:
-            subprocess.run(["userdel", "--root", str(root), name], capture_output=True)
+        for root, names in added.items():
+            for name in names:
+                subprocess.run(["userdel", "--root", str(root), name], capture_output=True)
     assert left == [] and sandbox.leftovers(booted.lab_id) == [], left
 
 
