@@ -61,7 +61,7 @@ def schema() -> None:
 @app.command()
 def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) -> None:
     """Check a profile against the schema and the cross-field rules."""
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     p = read_profile(profile)
     typer.echo(f"{profile}: ok (cluster {p.name}, Slurm {p.version}, {len(p.pools)} pool(s), "
                f"{sum(x.max_replicas for x in p.pools)} node(s))")

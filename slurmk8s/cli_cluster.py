@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
         _run(verbose, lambda: found.append(run_status(profile, _access(kubeconfig, context), verbose=verbose,
                                                       echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
         if found[0].problems:
-            from slurmk8s.actions.files import read_profile
+            from slurmk8s.profile.files import read_profile
             from slurmk8s.errors import ClusterError
             raise ClusterError(health_line(found[0], read_profile(profile).name))  # printed as one line, exit 1
 

@@ -55,6 +55,8 @@ DAEMON = {
     RESTAPI: "slurmrestd",
     ACCOUNTS: "sacctmgr",
 }
+# The project's images (slurmk8s images build): one per daemon; the accounts Job runs in slurmctld's.
+IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS]}))
 
 
 def image_tag(slurm_version: str, os_name: str) -> str:

@@ -1,7 +1,8 @@
-"""The layers of DESIGN.md hold: imports only point down, the pure core does no I/O, kubernetes stays in kube.
+"""The layers of DESIGN.md hold: one ordered list, imports only point down, the pure core does no I/O,
+kubernetes stays in kube.
 
-cli -> actions -> output | kube | lab | images -> render -> profile -> naming, errors, versions, quantity;
-slurmk8s.debian (Debian suites, debootstrap) sits under lab and images, which never import each other.
+cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
+versions, quantity (see LAYERS and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -36,8 +37,19 @@ MODULES = {m: i for m, i in ALL_MODULES.items() if not m.startswith(POD_SCRIPTS)
 
 
 CLI = ("slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology", "slurmk8s.cli_images")
-# The packages between actions and render: each stands alone.
-SIDE_BY_SIDE = ("slurmk8s.output", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images")
+
+# The one order of the layers, top to bottom (DESIGN.md, docs/architecture.md). A layer holds
+# units; a unit is a package (or, for the CLI, its modules together). A module imports only its
+# own unit and the layers below its own: never up, never sideways into another unit of its layer.
+LAYERS: list[list[tuple[str, ...]]] = [
+    [CLI],
+    [("slurmk8s.actions",)],
+    [("slurmk8s.output",), ("slurmk8s.kube",), ("slurmk8s.lab",), ("slurmk8s.images",)],
+    [("slurmk8s.debian",)],
+    [("slurmk8s.render",)],
+    [("slurmk8s.profile",)],
+    [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",)],
+]
 
 
 def under(module: str, *packages: str) -> bool:
@@ -45,35 +57,66 @@ def under(module: str, *packages: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-def violations(rule) -> list[str]:
+def place(module: str) -> tuple[int, tuple[str, ...]] | None:
+    """(layer index, unit) of a slurmk8s module; None for a module outside every layer."""
+    for index, layer in enumerate(LAYERS):
+        for unit in layer:
+            if under(module, *unit):
+                return index, unit
+    return None
+
+
+def layer_violation(module: str, name: str) -> bool:
+    """True when `module` importing `name` goes up the layer list or sideways to another unit of its layer."""
+    if not under(name, "slurmk8s") or name == "slurmk8s":
+        return False
+    (here, unit), target = place(module), place(name)
+    if target is None:
+        return True  # a module that is in no layer is a layer list to extend, not a free pass
+    there, other = target
+    return there < here or (there == here and other != unit)
+
+
+def violations(rule, modules=None) -> list[str]:
     """`module imports name` for every import the rule refuses."""
-    return sorted(f"{m} imports {n}" for m, (names, top) in MODULES.items() for n in names if rule(m, n, n in top))
+    modules = MODULES if modules is None else modules
+    return sorted(f"{m} imports {n}" for m, (names, top) in modules.items() for n in names if rule(m, n, n in top))
 
 
+# Rules besides the order: what may do I/O, who may touch the kubernetes client, the pod scripts.
 RULES = {
+    "layers-in-one-order": lambda m, n, top: layer_violation(m, n),
     "pod-scripts-are-never-imported": lambda m, n, top: under(n, POD_SCRIPTS),
     "pure-core-no-io-no-kubernetes": lambda m, n, top: under(m, "slurmk8s.render", "slurmk8s.profile")
-    and (n.split(".")[0] in IO | {"kubernetes"} or under(n, "slurmk8s.actions", "slurmk8s.output", "slurmk8s.kube",
-                                                         "slurmk8s.lab", "slurmk8s.images", "slurmk8s.debian",
-                                                         "slurmk8s.cli")),
-    "profile-below-render": lambda m, n, top: under(m, "slurmk8s.profile") and under(n, "slurmk8s.render"),
-    "bottom-imports-no-slurmk8s": lambda m, n, top: m in ("slurmk8s.naming", "slurmk8s.errors", "slurmk8s.versions",
-                                                          "slurmk8s.quantity") and under(n, "slurmk8s"),
+    and m != "slurmk8s.profile.files"  # the one reader of profile files
+    and n.split(".")[0] in IO | {"kubernetes"},
     "only-kube-imports-kubernetes": lambda m, n, top: under(n, "kubernetes") and not under(m, "slurmk8s.kube"),
-    "only-actions-and-cli-use-lab-kube-images": lambda m, n, top: under(n, "slurmk8s.lab", "slurmk8s.kube", "slurmk8s.images")
-    and not under(m, *CLI, "slurmk8s.actions", "slurmk8s.lab", "slurmk8s.kube", "slurmk8s.images"),
-    "no-sideways-imports-between-lab-kube-images-output": lambda m, n, top: any(
-        under(m, a) and under(n, b) for a in SIDE_BY_SIDE for b in SIDE_BY_SIDE if a != b),
-    "images-never-import-actions-or-cli": lambda m, n, top: under(m, "slurmk8s.images")
-    and under(n, "slurmk8s.actions", *CLI),
-    "debian-is-imported-by-lab-and-images-only": lambda m, n, top: under(n, "slurmk8s.debian")
-    and not under(m, "slurmk8s.lab", "slurmk8s.images", "slurmk8s.debian"),
-    "debian-imports-only-errors": lambda m, n, top: under(m, "slurmk8s.debian") and under(n, "slurmk8s")
-    and not under(n, "slurmk8s.errors"),
     "cli-imports-actions-lazily": lambda m, n, top: under(m, *CLI)
     and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images", "slurmk8s.render",
                        "slurmk8s.output"),
 }
+
+
+def test_every_module_has_a_layer() -> None:
+    assert sorted(m for m in MODULES if place(m) is None and m != "slurmk8s") == []
+
+
+@pytest.mark.parametrize("added, expected", [
+    (("slurmk8s.kube.wait", "slurmk8s.actions.up"), "up"),
+    (("slurmk8s.kube.wait", "slurmk8s.lab.cluster"), "sideways"),
+    (("slurmk8s.naming", "slurmk8s.errors"), "sideways"),
+    (("slurmk8s.profile.model", "slurmk8s.render"), "up"),
+    (("slurmk8s.lab.cluster", "slurmk8s.render"), None),
+    (("slurmk8s.cli", "slurmk8s.cli_lab"), None),
+])
+def test_the_order_refuses_upward_and_sideways_imports(added, expected) -> None:
+    """An import added where it does not belong fails the layer rule; a downward one passes."""
+    module, name = added
+    modules = dict(MODULES)
+    names, top = modules[module]
+    modules[module] = (names | {name}, top)
+    found = violations(RULES["layers-in-one-order"], modules)
+    assert (f"{module} imports {name}" in found) == (expected is not None), found
 
 
 @pytest.mark.parametrize("rule", RULES.values(), ids=RULES.keys())

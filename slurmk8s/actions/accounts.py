@@ -59,7 +59,7 @@ def run_accounts_apply(profile_path: str, access, *, delete: bool = False, timeo
                        verbose: bool = False, echo: Callable[[str], None] = print,
                        exec_in_controller: Callable[[list[str]], str] | None = None) -> list[list[str]]:
     """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     from slurmk8s.actions.up import controller_pod, header
     from slurmk8s.kube.client import connect, request_budget
     from slurmk8s.kube.execpod import controller_exec

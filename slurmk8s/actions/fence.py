@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.render.fence import fence_table
 
 

@@ -7,7 +7,7 @@ import posixpath
 import sys
 from pathlib import Path
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import OutputError, UsageError
 from slurmk8s.output.plain import plain_tree, write_tree
 from slurmk8s.output.yamlout import dump_all

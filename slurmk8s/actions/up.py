@@ -49,7 +49,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
            progress: Callable[[str], None] | None = None,
            exec_in_controller: Callable[[list[str]], str] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     from slurmk8s.actions.secrets import secret_factory
     from slurmk8s.kube.apply import UNCHANGED, KEPT, apply_bundle
     from slurmk8s.kube.client import connect, request_budget

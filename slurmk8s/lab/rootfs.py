@@ -235,7 +235,7 @@ def prune(cache_dir: Path, keep_ids: Iterable[str]) -> list[Path]:
 
 def series_images(series: str) -> list[str]:
     """The project's image of every component for a Slurm series."""
-    return [project_image(name, series) for name in sorted(set(naming.DAEMON.values()))]
+    return [project_image(name, series) for name in naming.IMAGES]
 
 
 def main(argv: list[str] | None = None) -> int:

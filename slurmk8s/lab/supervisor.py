@@ -18,15 +18,16 @@ READY, FAILED = "READY", "FAILED"
 
 def main(argv: list[str]) -> int:
     """Boot, serve until SIGTERM/SIGINT, tear down."""
-    from slurmk8s.actions.render import render_file
     from slurmk8s.lab import cluster
+    from slurmk8s.profile.files import read_profile
+    from slurmk8s.render import render
 
     profile, cache = argv[1], (Path(argv[2]) if len(argv) > 2 and argv[2] else None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        lab = cluster.boot(render_file(profile), cache, log=lambda line: print(line, flush=True))
+        lab = cluster.boot(render(read_profile(profile)), cache, log=lambda line: print(line, flush=True))
     except SlurmK8sError as e:
         print(f"{FAILED}: {e}", flush=True)
         return e.exit_code

@@ -185,3 +185,11 @@ def test_parse_resolution_names_what_apt_refused():
         parse_resolution(output, "bookworm")
     ok = parse_resolution(output.split("@@slurmk8s image login")[0], "bookworm")
     assert ok == {"slurmctld": (Package("ucf", "3", "all"),)}
+
+
+def test_the_lab_exports_exactly_the_images_that_are_built() -> None:
+    """naming.IMAGES (what the lab exports per series) is the recipes' list: a component without an
+    image of its own (the accounts Job) must not send the lab looking for one."""
+    from slurmk8s import naming
+    from slurmk8s.images.recipes import image_names
+    assert naming.IMAGES == tuple(sorted(image_names()))

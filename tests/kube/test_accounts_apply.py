@@ -11,7 +11,7 @@ from conftest import GPU_IB, KIND_DEV
 from test_cli import one_line_error, slurmk8s
 
 from slurmk8s.actions.accounts import run_accounts_apply
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Access
 from slurmk8s.render.accounts import desired_tree, fresh_tree

@@ -9,7 +9,7 @@ import string
 import pytest
 
 from conftest import GPU_IB, KIND_DEV, object_count
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.stages import STAGE_NAMES, stage_of
 from slurmk8s.render import render

@@ -109,7 +109,7 @@ def test_down_leaves_objects_that_are_not_ours(running, kubeconfig):
 
 def test_down_waits_for_pods_to_terminate(running, kubeconfig):
     from apistub import make_pod
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     from slurmk8s.errors import ClusterError
     from slurmk8s.kube.client import Access, connect
     from slurmk8s.kube.teardown import Teardown

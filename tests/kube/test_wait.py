@@ -9,7 +9,7 @@ import pytest
 
 from apistub import make_pod
 from conftest import KIND_DEV
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.wait import SINFO_NODES, Waiter, parse_sinfo_nodes, unregistered
 from slurmk8s.render import render

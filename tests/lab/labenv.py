@@ -27,7 +27,7 @@ def boot_or_skip(profile_path):
     """Render a profile and boot its lab: (lab, bundle); the test skips, saying why, where the lab cannot run."""
     import pytest
 
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     from slurmk8s.lab import cluster
     from slurmk8s.render import render
 

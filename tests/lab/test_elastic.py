@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.actions.scale import PoolAccess, scale_pool
 from slurmk8s.errors import UsageError
 from slurmk8s.lab import cluster, sandbox, verify

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.lab import cluster, hostnode, sandbox, verify
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.render import render

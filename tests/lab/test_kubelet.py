@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.lab import kubelet
 from slurmk8s.lab.kubelet import ContainerSecurity as C
 from slurmk8s.lab.kubelet import PodSecurity as P

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
 

@@ -17,7 +17,7 @@ import yaml
 from slurmk8s import naming
 from slurmk8s.actions.render import FORMATS, build_tree, render_file
 from slurmk8s.output.argocd import ANNOTATION_SYNC_WAVE, ELASTIC_REPLICAS_JQ, waved_objects
-from slurmk8s.output.crdschema import validate_custom_resource
+from crdschema import validate_custom_resource
 from slurmk8s.render.k8s.security import WORKLOAD_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from slurmk8s.actions.render import build_tree, render_file
 from slurmk8s.output.helm import chart_name
 from slurmk8s.output.plain import MARKER, write_tree
 from slurmk8s.render import render
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_CHART = ROOT / "charts" / "slurm-dev"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.actions.render import build_tree
 from slurmk8s.render import render
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from slurmk8s.actions.render import build_tree, render_file
-from slurmk8s.output.crdschema import validate_custom_resource
+from crdschema import validate_custom_resource
 from slurmk8s.output.kustomize import KUSTOMIZATION
 from slurmk8s.output.plain import plain_tree, write_tree
 

@@ -56,7 +56,7 @@ def test_every_slurm_pod_gets_its_namespace_from_the_downward_api() -> None:
 
 
 def test_the_init_script_points_the_search_domains_at_the_pods_namespace(tmp_path: Path) -> None:
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     profile = read_profile(str(GPU_IB))
     pod = render_file(GPU_IB).find("StatefulSet", "research-controller")["spec"]["template"]["spec"]
     resolv = tmp_path / "resolv.conf"
@@ -70,7 +70,7 @@ def test_the_init_script_points_the_search_domains_at_the_pods_namespace(tmp_pat
 
 
 def test_in_the_rendered_namespace_the_file_is_not_written(tmp_path: Path) -> None:
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     profile = read_profile(str(GPU_IB))
     pod = render_file(GPU_IB).find("StatefulSet", "research-controller")["spec"]["template"]["spec"]
     resolv = tmp_path / "resolv.conf"
@@ -81,7 +81,7 @@ def test_in_the_rendered_namespace_the_file_is_not_written(tmp_path: Path) -> No
 
 
 def test_the_cluster_domain_comes_from_the_profile(tmp_path: Path) -> None:
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     path = tmp_path / "p.yaml"
     path.write_text(GPU_IB.read_text().replace("spec:\n", "spec:\n  clusterDomain: corp.example\n", 1))
     profile = read_profile(str(path))
@@ -117,7 +117,7 @@ def test_the_power_program_scales_in_the_namespace_its_pod_runs_in(tmp_path: Pat
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl not on PATH (needed for `kubectl kustomize`)")
 def test_a_namespace_overlay_leaves_nothing_in_the_old_namespace(tmp_path: Path) -> None:
     """Every object, RBAC subject and (after the init script) search domain ends up in the overlay's namespace."""
-    from slurmk8s.actions.files import read_profile
+    from slurmk8s.profile.files import read_profile
     write_tree(build_tree(render_file(GPU_IB), "kustomize"), tmp_path / "base")
     (tmp_path / "prod").mkdir()
     (tmp_path / "prod" / "kustomization.yaml").write_text(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ProfileError
 
 BASE = """\

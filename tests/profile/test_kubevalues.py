@@ -10,7 +10,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ProfileError
 from slurmk8s.profile import load_profile
 from slurmk8s.profile.kubevalues import cidr_problem, label_key_problem, label_value_problem

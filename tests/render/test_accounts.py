@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.accounts import apply_accounts, read_tree
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.render import render
 from slurmk8s.render.accounts import (

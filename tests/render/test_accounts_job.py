@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.profile import scheduling
 from slurmk8s.render import render
 from slurmk8s.render import sacctmgr

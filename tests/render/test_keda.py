@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from slurmk8s.output.crdschema import validate_custom_resource
+from crdschema import validate_custom_resource
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
 

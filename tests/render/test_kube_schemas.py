@@ -9,7 +9,7 @@ import pytest
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError, all_versions
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.output.crdschema import SCHEMA_FILES, validate_custom_resource
+from crdschema import SCHEMA_FILES, validate_custom_resource
 
 # The minors we claim (issue 2: at least 1.29 through 1.34), as kubernetes-validate names them.
 KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(29, 35)]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slurmk8s.actions.files import read_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.quantity import to_mib
 from slurmk8s.render import render

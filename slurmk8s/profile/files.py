@@ -1,4 +1,7 @@
-"""Reading a profile file (or standard input for '-'), with every failure reported as a located ProfileError."""
+"""Reading a profile file (or standard input for '-'), with every failure reported as a located ProfileError.
+
+The one module of the core that reads files: load_profile (loader.py) parses bytes, this gets them.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ import sys
 from pathlib import Path
 
 from slurmk8s.errors import FieldError, ProfileError
-from slurmk8s.profile import Profile, load_profile
-from slurmk8s.profile.loader import MAX_PROFILE_BYTES
+from slurmk8s.profile.loader import MAX_PROFILE_BYTES, load_profile
+from slurmk8s.profile.model import Profile
 
 STDIN = "-"
 STDIN_SOURCE = "<stdin>"

@@ -1,16 +1,19 @@
-"""Strict validation of the custom resources our GitOps outputs emit, against the CRD schemas we ship."""
+"""Strict validation of the custom resources our outputs emit, against the upstream CRD schemas in tests/crdschemas/.
+
+Test-only: the schemas are most of the package's size and no command needs them."""
 
 from __future__ import annotations
 
 import copy
 import json
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-# (apiVersion, kind) -> schema file under slurmk8s/schemas/.
+SCHEMAS = Path(__file__).resolve().parent / "crdschemas"
+# (apiVersion, kind) -> schema file under tests/crdschemas/.
 SCHEMA_FILES = {
     ("argoproj.io/v1alpha1", "Application"): "argoproj.io/application_v1alpha1.json",
     ("argoproj.io/v1alpha1", "ApplicationSet"): "argoproj.io/applicationset_v1alpha1.json",
@@ -49,7 +52,7 @@ def _close(schema: Any) -> Any:
 def strict_schema(api_version: str, kind: str) -> dict[str, Any]:
     """The shipped schema of a kind, closed against unknown fields; KeyError for a kind we do not ship."""
     rel = SCHEMA_FILES[(api_version, kind)]
-    raw = json.loads(resources.files("slurmk8s").joinpath("schemas", *rel.split("/")).read_text())
+    raw = json.loads(SCHEMAS.joinpath(*rel.split("/")).read_text())
     schema = _close(raw)
     if "metadata" in schema.get("properties", {}):
         schema["properties"]["metadata"] = copy.deepcopy(_OBJECT_META)
