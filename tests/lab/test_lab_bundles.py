@@ -285,9 +285,12 @@ def test_slurmdbd_reads_its_0600_config_as_slurm_401(booted):
 def test_the_controller_reads_the_service_account_token_through_its_fs_group(booted):
     lab, bundle = booted
     pod = lab.pod(_pod(lab, "controller"))
-    if not pod.service_account_token:
-        pytest.skip(f"{bundle.cluster}: the controller mounts no service-account token (no elastic pool)")
     token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    if not pod.service_account_token:
+        # the spec opts out of the token (no elastic pool, no API access): the container must not hold one
+        done = lab.exec(["test", "-e", token], pod=pod.name, container="slurmctld", timeout=15)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        return
     # the user ResumeProgram runs as: SlurmUser, the slurmctld container's identity
     done = lab.exec(["sh", "-c", f"stat -L -c '%a %u %g' {token} && wc -c < {token}"], pod=pod.name,
                     container="slurmctld", timeout=15)
@@ -304,9 +307,10 @@ def test_the_controller_reads_the_service_account_token_through_its_fs_group(boo
 def test_volumes_have_the_kubelet_s_modes_and_claims_keep_theirs(booted):
     lab, _ = booted
     ctl = _pod(lab, "controller")
-    # an emptyDir with fsGroup 401: setgid, group 401; the state claim (local-path, hostPath): 0777, no setgid
-    done = lab.exec(["stat", "-c", "%a %G", "/etc/slurm", "/var/spool/slurmctld"], pod=ctl, container="slurmctld")
-    assert done.stdout.split("\n")[:2] == ["2777 slurm", "777 slurm"], done.stderr
+    # an emptyDir with fsGroup 401: setgid, group 401; the state claim (local-path, hostPath) comes 0777
+    # without setgid, and the init container closes it to 0700 for SlurmUser (slurmctld refuses less)
+    done = lab.exec(["stat", "-c", "%a %U %G", "/etc/slurm", "/var/spool/slurmctld"], pod=ctl, container="slurmctld")
+    assert done.stdout.split("\n")[:2] == ["2777 root slurm", "700 slurm slurm"], done.stderr
     worker = _pod(lab, "worker")  # no fsGroup: a plain 0777 emptyDir, a Memory one 1777 (tmpfs root)
     done = lab.exec(["stat", "-c", "%a %U %G", "/etc/slurm", "/dev/shm"], pod=worker, container="slurmd")
     assert done.stdout.split("\n")[:2] == ["777 root root", "1777 root root"], done.stderr
