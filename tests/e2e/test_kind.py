@@ -111,7 +111,8 @@ class TestKindDev:
             return dev.kubectl("-n", NAMESPACE, "get", kinds, "-l", selector, "-o", "name").stdout.split()
 
         wait_until(lambda: left("pods") == [] or None, 300, "the dev pods to go")
-        assert left("statefulsets,services,configmaps") == []
+        # only the ApplySet parent stays: it lists the claims and Secrets that stay (kube/applyset.py)
+        assert left("statefulsets,services,configmaps") == ["configmap/dev-applyset"]
         kept = left("pvc,secrets")
         assert {"persistentvolumeclaim/statesave-dev-controller-0", "persistentvolumeclaim/data-dev-mariadb-0",
                 "secret/dev-auth-key", "secret/dev-db-password"} <= set(kept), kept
