@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from typing import TypeVar
 
 import pytest
 import yaml
+
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 KIND_CLUSTER = REPO / "tools" / "kind-cluster.sh"
@@ -35,15 +36,8 @@ T = TypeVar("T")
 
 
 def wait_until(check: Callable[[], T | None], timeout: float, what: str, interval: float = 2.0) -> T:
-    """Poll check() until it returns something truthy; fail with the last value seen."""
-    deadline, last = time.monotonic() + timeout, None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
-        time.sleep(interval)
+    """Poll check() until it returns something truthy (the shared tests/waiting.py loop)."""
+    return wait_for(what, check, deadline_s=timeout, every_s=interval)
 
 
 def run(*args: str, timeout: float = 300, check: bool = True, env: dict | None = None,

@@ -10,19 +10,8 @@ import pytest
 
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ProfileError
+from profile_texts import BASE
 
-BASE = """\
-apiVersion: slurmk8s.io/v1alpha1
-kind: ClusterProfile
-metadata:
-  name: demo
-spec:
-  pools:
-    - name: cpu
-      replicas: 1
-      cpus: 2
-      memory: 2Gi
-"""
 GPU_POOL = """\
     - name: gpu
       replicas: 1

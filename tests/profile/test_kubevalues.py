@@ -17,20 +17,9 @@ from slurmk8s.profile.kubevalues import cidr_problem, label_key_problem, label_v
 from slurmk8s.profile.schema import profile_schema, schema_findings
 from slurmk8s.profile.yamlpos import Positions, format_path
 from slurmk8s.quantity import MAX_QUANTITY, PATTERN, parse_quantity, to_mib
+from profile_texts import BASE
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = """\
-apiVersion: slurmk8s.io/v1alpha1
-kind: ClusterProfile
-metadata:
-  name: demo
-spec:
-  pools:
-    - name: cpu
-      replicas: 1
-      cpus: 2
-      memory: 2Gi
-"""
 
 
 def errors_of(content: str, tmp_path: Path) -> list[str]:

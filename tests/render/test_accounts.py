@@ -83,15 +83,20 @@ def test_plan_between_equal_trees_is_empty_and_only_differences_are_planned() ->
     ]
 
 
+def with_extras(tree, eve_in: str):
+    """tree plus what a profile dropped: accounts old > oldchild and busy, user eve in eve_in, QoS legacy."""
+    tree.accounts["old"] = AccountState("old", "root", 1, ("normal",), "")
+    tree.accounts["oldchild"] = AccountState("oldchild", "old", 1, ("normal",), "")
+    tree.accounts["busy"] = AccountState("busy", "root", 1, ("normal",), "")
+    tree.users[("eve", eve_in)] = UserAssoc("eve", eve_in, ("normal",), "")
+    tree.qos["legacy"] = QosState("legacy")
+    return tree
+
+
 def test_extra_entries_are_deleted_only_when_asked_and_never_busy_accounts() -> None:
     profile = read_profile(GPU_IB)
     desired = desired_tree(profile)
-    current = desired_tree(profile)
-    current.accounts["old"] = AccountState("old", "root", 1, ("normal",), "")
-    current.accounts["oldchild"] = AccountState("oldchild", "old", 1, ("normal",), "")
-    current.accounts["busy"] = AccountState("busy", "root", 1, ("normal",), "")
-    current.users[("eve", "old")] = UserAssoc("eve", "old", ("normal",), "")
-    current.qos["legacy"] = QosState("legacy")
+    current = with_extras(desired_tree(profile), eve_in="old")
     assert plan_accounts(desired, current) == []
     plan = plan_accounts(desired, current, delete=True, busy_accounts=frozenset({"busy"}))
     assert [cmd[2:6] for cmd in plan] == [
@@ -307,13 +312,8 @@ def test_a_drifted_database_is_modified_back_without_adding_or_deleting() -> Non
 
 def test_delete_removes_extras_children_first_but_keeps_busy_accounts() -> None:
     profile = read_profile(GPU_IB)
-    extra = desired_tree(profile)
-    extra.accounts["old"] = AccountState("old", "root", 1, ("normal",), "")
-    extra.accounts["oldchild"] = AccountState("oldchild", "old", 1, ("normal",), "")
-    extra.accounts["busy"] = AccountState("busy", "root", 1, ("normal",), "")
-    extra.users[("eve", "oldchild")] = UserAssoc("eve", "oldchild", ("normal",), "")
+    extra = with_extras(desired_tree(profile), eve_in="oldchild")
     extra.default_accounts["eve"] = "oldchild"
-    extra.qos["legacy"] = QosState("legacy")
     db = FakeSacctmgr(extra, busy=("busy",))
     assert apply_accounts(profile, db.run) == []  # nothing is deleted unless asked
     applied = apply_accounts(profile, db.run, delete=True)
