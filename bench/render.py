@@ -2,6 +2,13 @@
 
 Run: python bench/render.py [--repeat N]. Prints a table with the targets of issue 2
 (render < 1 s and < 200 MB for 10,000 nodes; `slurmk8s --help` < 0.3 s).
+
+    python bench/render.py --vs-helm CHART_DIR [--rounds N]
+
+runs the anchor of issue 17 side by side: `helm template` of Slinky's slurm chart (CHART_DIR,
+e.g. a copy of SlinkyProject/slurm-operator's helm/slurm; never committed) with 40 NodeSets x 250
+replicas, and `slurmk8s render` of the 40-pool x 250-node profile; each a whole process, the two
+interleaved (order alternating) for N rounds; prints both medians and their ratio.
 """
 
 from __future__ import annotations
@@ -79,10 +86,69 @@ def cli_median(args: list[str], n: int = 5) -> float:
     return statistics.median(times)
 
 
+def helm_values() -> str:
+    """The anchor's values: as many NodeSets and replicas as the profile has pools and nodes."""
+    lines = ["nodesets:"]
+    for i in range(POOLS):
+        lines += [f"  pool{i:02d}:", "    enabled: true", f"    replicas: {NODES_PER_POOL}"]
+    return "\n".join(lines) + "\n"
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall time of one whole process (stdout discarded; failure aborts)."""
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+    return time.perf_counter() - start
+
+
+def vs_helm(chart: Path, rounds: int) -> None:
+    """`helm template` of the Slinky chart and `slurmk8s render`, interleaved, whole process each."""
+    helm = shutil.which("helm")
+    if not helm:
+        raise SystemExit("helm not found (tools/install-helm.sh installs it)")
+    if not (chart / "Chart.yaml").is_file():
+        raise SystemExit(f"{chart}: no Chart.yaml (pass the chart directory, e.g. .../helm/slurm)")
+    # This checkout's code, whatever `slurmk8s` on PATH points at.
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory() as tmp:
+        profile, values = Path(tmp) / "bench.yaml", Path(tmp) / "values.yaml"
+        profile.write_bytes(big_profile())
+        values.write_text(helm_values())
+        commands = {
+            "helm": [helm, "template", "bench", str(chart), "--namespace", "hpc", "-f", str(values)],
+            "slurmk8s": [sys.executable, "-m", "slurmk8s.cli", "render", str(profile), "-o", "-"],
+        }
+        # One warm-up each: page cache and .pyc files, as a user's second run has them.
+        for name, cmd in commands.items():
+            timed(cmd, env)
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for i in range(rounds):
+            order = list(commands) if i % 2 == 0 else list(reversed(commands))
+            for name in order:
+                times[name].append(timed(commands[name], env))
+    version = subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout.strip()
+    print(f"{POOLS} pools/NodeSets x {NODES_PER_POOL} nodes/replicas, {rounds} interleaved rounds, whole process each")
+    print(f"{'command':<10}  {'median':>8}  {'min':>8}  {'max':>8}  runs (s)")
+    for name, ts in times.items():
+        runs = " ".join(f"{t:.3f}" for t in ts)
+        print(f"{name:<10}  {statistics.median(ts):>8.3f}  {min(ts):>8.3f}  {max(ts):>8.3f}  {runs}")
+    ratio = statistics.median(times["slurmk8s"]) / statistics.median(times["helm"])
+    per_round = [s / h for s, h in zip(times["slurmk8s"], times["helm"])]
+    print(f"ratio slurmk8s/helm: {ratio:.2f} (medians); per round {min(per_round):.2f}-{max(per_round):.2f}; "
+          "goal <= 1.0")
+    print(f"helm {version}; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per timing (best of N)")
+    parser.add_argument("--vs-helm", metavar="CHART_DIR", type=Path,
+                        help="only the side-by-side run against `helm template` of this chart")
+    parser.add_argument("--rounds", type=int, default=9, help="--vs-helm: interleaved rounds")
     args = parser.parse_args()
+    if args.vs_helm:
+        vs_helm(args.vs_helm, args.rounds)
+        return
 
     data = big_profile()
     profile = load_profile(data, "bench.yaml")
