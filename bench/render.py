@@ -94,11 +94,15 @@ def helm_values() -> str:
     return "\n".join(lines) + "\n"
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
-    """Wall time of one whole process (stdout discarded; failure aborts)."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall, CPU user+system) seconds of one whole process (stdout discarded; failure aborts).
+    CPU time is the steadier figure on a shared machine; wall is what a user waits."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def vs_helm(chart: Path, rounds: int) -> None:
@@ -122,20 +126,25 @@ def vs_helm(chart: Path, rounds: int) -> None:
         for name, cmd in commands.items():
             timed(cmd, env)
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         for i in range(rounds):
             order = list(commands) if i % 2 == 0 else list(reversed(commands))
             for name in order:
-                times[name].append(timed(commands[name], env))
+                wall, used = timed(commands[name], env)
+                times[name].append(wall)
+                cpu[name].append(used)
     version = subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout.strip()
     print(f"{POOLS} pools/NodeSets x {NODES_PER_POOL} nodes/replicas, {rounds} interleaved rounds, whole process each")
-    print(f"{'command':<10}  {'median':>8}  {'min':>8}  {'max':>8}  runs (s)")
+    print(f"{'command':<10}  {'wall med':>8}  {'min':>6}  {'max':>6}  {'CPU med':>7}  wall runs (s)")
     for name, ts in times.items():
         runs = " ".join(f"{t:.3f}" for t in ts)
-        print(f"{name:<10}  {statistics.median(ts):>8.3f}  {min(ts):>8.3f}  {max(ts):>8.3f}  {runs}")
+        print(f"{name:<10}  {statistics.median(ts):>8.3f}  {min(ts):>6.3f}  {max(ts):>6.3f}  "
+              f"{statistics.median(cpu[name]):>7.3f}  {runs}")
     ratio = statistics.median(times["slurmk8s"]) / statistics.median(times["helm"])
     per_round = [s / h for s, h in zip(times["slurmk8s"], times["helm"])]
-    print(f"ratio slurmk8s/helm: {ratio:.2f} (medians); per round {min(per_round):.2f}-{max(per_round):.2f}; "
-          "goal <= 1.0")
+    cpu_ratio = statistics.median(cpu["slurmk8s"]) / statistics.median(cpu["helm"])
+    print(f"ratio slurmk8s/helm: {ratio:.2f} wall (medians; per round {min(per_round):.2f}-{max(per_round):.2f}), "
+          f"{cpu_ratio:.2f} CPU; goal <= 1.0")
     print(f"helm {version}; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
 
 
