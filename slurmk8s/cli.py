@@ -14,11 +14,9 @@ import typer
 
 from slurmk8s.errors import SlurmK8sError
 
-# Plain help and error text: typer's rich formatting imports rich's console, markdown and
-# pygments (about 50 ms, more than the rest of `--help`). Every Typer() here passes it.
-MARKUP = None
-
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=MARKUP,
+# rich_markup_mode=None on every Typer() of the CLI: plain help and error text. typer's rich
+# formatting imports rich's console, markdown and pygments (about 50 ms, more than the rest of `--help`).
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images.")
 
