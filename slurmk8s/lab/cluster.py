@@ -455,6 +455,10 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     down(lab_id)
     pods = pods_of(bundle)
     templates = every_pod(bundle)
+    members = {pod_for(bundle, w, i).slurm_node for w in workloads(bundle) for i in range(max_replicas(w))}
+    for other, nodes in sandbox.labs_sharing_cgroups(lab_id, members - {None}).items():
+        raise LabError(f"lab {other} is up with Slurm nodes of the same names ({', '.join(nodes)}): two labs would "
+                       f"share Slurm's cgroup dirs slurm_<node>; end it first (`slurmk8s lab down` with its profile)")
     images = rootfs_mod.resolve({c.image for p in templates for c in p.all_containers}, bundle.version, cache_dir, log)
     refuse_unsupported(bundle, templates, images)
     slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
