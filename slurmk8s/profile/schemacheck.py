@@ -4,8 +4,9 @@ The schema is turned once into nested closures, one per keyword, with the semant
 profile.schema's validator (draft 2020-12, integers exclude 2.0 and booleans, ECMA `pattern`,
 the Kubernetes formats). It answers only "valid": any problem, or anything it cannot decide
 exactly (an unknown keyword or value type, a boolean among enum values), sends the caller to
-jsonschema, which finds and words every error as before. tests/profile/test_schemacheck.py
-holds the two to the same answer.
+jsonschema, which finds and words every error as before. Each keyword answers exactly as
+jsonschema does (or raises Undecided), so `if`, `oneOf` and `not` over them stay exact too.
+tests/profile/test_schemacheck.py holds the two to the same answer.
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ class _Compiler:
         if key == "maxLength":
             return lambda v: not isinstance(v, str) or len(v) <= value
         if key == "minimum":
-            return lambda v: not _is_number(v) or v >= value
+            return lambda v: not _is_number(v) or not v < value  # as jsonschema: NaN passes
         if key == "maximum":
-            return lambda v: not _is_number(v) or v <= value
+            return lambda v: not _is_number(v) or not v > value
         if key == "pattern":
             search, dollar = re.compile(value).search, value.endswith("$")
             return lambda v: not isinstance(v, str) or (search(v) is not None and not (dollar and v.endswith("\n")))

@@ -58,3 +58,14 @@ def test_a_refused_profile_still_gets_jsonschema_messages() -> None:
     document["spec"]["pools"][0]["replicas"] = 2.0
     assert not surely_valid(document, schema.profile_schema())
     assert [e.message for e in schema.validate_schema(document, positions)] == ["expected an integer, found 2.0"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, 0, 2**70, 1.0, True, None, "", "x", [], {}, [1]],
+                         ids=repr)
+@pytest.mark.parametrize("field", ["replicas", "maxReplicas", "cpus", "memory", "name", "features"])
+def test_edge_values_of_pool_fields(field: str, value) -> None:
+    """NaN passes a minimum in jsonschema, booleans are no integers, and so on: never a wrong "valid"."""
+    document, _, _ = parse((ROOT / "profiles" / "kind-dev.yaml").read_text())
+    document["spec"]["pools"][0][field] = value
+    quick, exact = surely_valid(document, schema.profile_schema()), jsonschema_valid(document)
+    assert quick == exact, (quick, exact)
