@@ -174,6 +174,16 @@ def login_config_map(cluster: str) -> str:
     return f"{cluster}-login-config"
 
 
+def identity_config_map(cluster: str) -> str:
+    """ConfigMap with the declared users and groups (passwd/group lines) and their ssh keys."""
+    return f"{cluster}-identity"
+
+
+def shared_volume_claim(cluster: str, volume: str) -> str:
+    """The claim a profile volume with a `claim` source renders."""
+    return f"{cluster}-{volume}"
+
+
 def power_config_map(cluster: str) -> str:
     """ConfigMap with the resume/suspend programs of elastic pools (controller only)."""
     return f"{cluster}-power"

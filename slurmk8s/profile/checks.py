@@ -10,9 +10,11 @@ from typing import Any
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
+from slurmk8s.profile.identity import check_identity, scheduling_with_identity_accounts
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.profile.topology import check_topology
+from slurmk8s.profile.volumes import check_volumes
 from slurmk8s.quantity import to_bytes, to_mib
 
 Problem = tuple[tuple, str, bool]
@@ -58,7 +60,10 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += _check_partitions(spec)
     problems += _check_slurm(profile, spec)
     problems += _check_accounting(spec)
-    problems += check_scheduling(spec)
+    # A user's identity.accounts count as membership (the paths of listed users are unchanged).
+    problems += check_scheduling({**spec, "scheduling": scheduling_with_identity_accounts(spec)})
+    problems += check_identity(spec)
+    problems += check_volumes(spec)
     problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
                                    {p.name for p in profile.partitions})
     problems += check_topology(profile.topology, spec, profile.name, profile.version,

@@ -17,11 +17,13 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
+from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
 from slurmk8s.profile.sidebyside import load_side_by_side
 from slurmk8s.profile.topology import load_topology
+from slurmk8s.profile.volumes import load_volumes
 from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
@@ -160,10 +162,12 @@ def _to_model(doc: dict, source: str) -> Profile:
             suspend_timeout=_get(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
             resume_timeout=_get(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
         ),
-        scheduling=load_scheduling(spec.get("scheduling", {})),
+        scheduling=load_scheduling(scheduling_with_identity_accounts(spec)),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        identity=load_identity(spec.get("identity")),
+        volumes=load_volumes(spec.get("volumes")),
         source=source,
     )
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.identity import Identity
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
 from slurmk8s.profile.topology import Topology
+from slurmk8s.profile.volumes import SharedVolume
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ class Profile:
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
+    identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
+    volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
 from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
@@ -53,7 +54,7 @@ def volume_config(profile: Profile) -> list[Obj]:
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
-    return vols
+    return vols + identity_volumes(profile)
 
 
 def mounts_config(profile: Profile, init: bool) -> list[Obj]:
@@ -67,7 +68,7 @@ def mounts_config(profile: Profile, init: bool) -> list[Obj]:
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
     elif profile.auth == "munge":
         mounts += [{"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
-    return mounts
+    return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile))
 
 
 def config_script(profile: Profile, extra: list[str] = ()) -> str:
@@ -83,6 +84,7 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
                   f"chmod 0755 {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}"]
     lines += follow_namespace_script(profile)
+    lines += identity_script(profile)
     lines += list(extra)
     return "\n".join(lines) + "\n"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.identity import login_key_script
+from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_script, shared_volumes
 from slurmk8s.render.k8s.common import (
     Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
@@ -78,8 +80,11 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "mkdir -m 0755 -p /etc/ssh/authorized_keys",
         "install -m 0600 /mnt/login-config/authorized_keys /etc/ssh/authorized_keys/root",
         "install -m 0644 /mnt/login-config/sshd_config /etc/ssh/sshd_config",
+    ] + login_key_script(profile) + [
         "ssh-keygen -A",
-    ]
+    ] + home_script(profile, ON_LOGIN)
+    profile_volumes, profile_mounts = shared_volumes(profile, ON_LOGIN)
+    volumes += profile_volumes
     # The pod's /etc/ssh is an emptyDir, so the image's own ssh config is replaced wholesale.
     ssh_mount = {"name": "ssh", "mountPath": "/etc/ssh"}
     sshd = {
@@ -95,7 +100,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
                                                                       "NET_BIND_SERVICE"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)],
+        "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)] + profile_mounts,
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
@@ -104,7 +109,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
-                                           ssh_mount])] + sackd_sidecar(profile, image),
+                                           ssh_mount] + profile_mounts)] + sackd_sidecar(profile, image),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

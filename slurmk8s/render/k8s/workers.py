@@ -8,6 +8,7 @@ from slurmk8s.render.k8s.common import (
     Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
     volume_config,
 )
+from slurmk8s.render.k8s.volumes import POOLS, home_script, shared_volumes
 from slurmk8s.render.slurmfiles import gres_of
 from slurmk8s.render.topology import Segment, node_affinity, pool_segments
 
@@ -62,6 +63,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     slurmd_mounts, slurmd_vols = slurmd_volumes()
     mounts = mounts_config(profile, init=False) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
     volumes = volume_config(profile) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    profile_volumes, profile_mounts = shared_volumes(profile, POOLS)  # spec.volumes: /home, /scratch ...
+    mounts += profile_mounts
+    volumes += profile_volumes
     if pool.rdma and pool.rdma.hugepages:
         mounts.append({"name": "hugepages", "mountPath": "/dev/hugepages"})
         volumes.append({"name": "hugepages", "emptyDir": {"medium": f"HugePages-{pool.rdma.hugepages.size}"}})
@@ -96,7 +100,8 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     # A job's processes get time to finish their step when a pod is deleted outside Slurm.
     extra["terminationGracePeriodSeconds"] = 120
     pod = pod_spec(profile, naming.WORKER, [slurmd],
-                   [init_config_container(profile, image)], volumes, extra)
+                   [init_config_container(profile, image, home_script(profile, POOLS),
+                                          profile_mounts if home_script(profile, POOLS) else [])], volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,
         naming.ANNOTATION_NODE_NAMES: segment.node_names,
