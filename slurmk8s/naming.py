@@ -194,6 +194,11 @@ def auth_secret(cluster: str) -> str:
     return f"{cluster}-auth-key"
 
 
+def ssh_host_keys_secret(cluster: str) -> str:
+    """Secret with the login pods' ssh host key, shared by every replica; created once by `up`."""
+    return f"{cluster}-ssh-host-keys"
+
+
 def jwt_secret(cluster: str) -> str:
     """Secret with the JWT signing key for slurmrestd; created by `up`."""
     return f"{cluster}-jwt-key"

@@ -26,6 +26,8 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
         secrets.append(RequiredSecret(naming.db_password_secret(c), "password", "password", naming.DATABASE))
     if profile.restapi_enabled:
         secrets.append(RequiredSecret(naming.jwt_secret(c), "jwt_hs256.key", "jwt", naming.RESTAPI))
+    if profile.login.replicas:
+        secrets.append(RequiredSecret(naming.ssh_host_keys_secret(c), login.HOST_KEY, "ssh-host-ed25519", naming.LOGIN))
     return tuple(secrets)
 
 

@@ -129,7 +129,7 @@ def test_diff_output_is_one_document(stub, kubeconfig, fmt):
 def test_status_exits_1_for_a_missing_or_degraded_cluster(stub, kubeconfig, up):
     n = object_count(KIND_DEV)
     missing = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert one_line(missing, 1) == f"cluster dev does not exist: all {n + 2} objects are missing"
+    assert one_line(missing, 1) == f"cluster dev does not exist: all {n + 3} objects are missing"
     up(KIND_DEV)
     healthy = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
     assert (healthy.returncode, healthy.stderr) == (0, "")

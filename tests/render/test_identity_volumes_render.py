@@ -158,3 +158,17 @@ def test_the_init_merge_keeps_the_image_and_lets_the_profile_win(tmp_path: Path)
     assert (out / "group").read_text() == "root:x:0:\nslurm:x:401:\nubuntu:x:1000:\n" + cm["group"]  # 'ada' renamed
     assert f"replaces the image entry old of {etc}/passwd" in run.stderr
     assert oct((out / "passwd").stat().st_mode & 0o777) == "0o644"
+
+
+def test_login_replicas_share_one_host_key_from_a_create_once_secret() -> None:
+    bundle = render(load_profile(PROFILE.replace("login: {replicas: 1}", "login: {replicas: 2}").encode()))
+    assert [(s.name, s.key, s.kind) for s in bundle.secrets if s.component == "login"] == \
+        [("demo-ssh-host-keys", "ssh_host_ed25519_key", "ssh-host-ed25519")]
+    pod = bundle.find("StatefulSet", "demo-login")["spec"]["template"]["spec"]
+    assert {"name": "ssh-host-keys", "secret": {"secretName": "demo-ssh-host-keys", "defaultMode": 0o400, "items": [
+        {"key": "ssh_host_ed25519_key", "path": "ssh_host_ed25519_key"}]}} in pod["volumes"]
+    script = pod["initContainers"][0]["command"][-1]
+    assert "install -m 0600 /mnt/ssh-host-keys/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key" in script
+    assert "ssh-keygen -A" not in script  # no per-pod keys
+    assert "HostKey /etc/ssh/ssh_host_ed25519_key\n" in bundle.find("ConfigMap", "demo-login-config")["data"]["sshd_config"]
+    assert not [o for o in bundle.objects if o["kind"] == "Secret"]  # never rendered
