@@ -59,7 +59,8 @@ def volume_config(profile: Profile) -> list[Obj]:
 
 def mounts_config(profile: Profile, init: bool) -> list[Obj]:
     """Mounts for the config init container (init=True) or a daemon/client container."""
-    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM}]
+    # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
+    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
     if init:
         mounts += [{"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True},
                    {"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
@@ -73,7 +74,8 @@ def mounts_config(profile: Profile, init: bool) -> list[Obj]:
 
 def config_script(profile: Profile, extra: list[str] = ()) -> str:
     """Shell run by the init container: copy config, install the key with the modes Slurm demands."""
-    lines = ["set -eu", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
+    # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
+    lines = ["set -eu", f"chmod 0755 {ETC_SLURM}", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
     if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
         lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
     if profile.auth == "slurm":

@@ -50,6 +50,15 @@ def slurmd_volumes() -> tuple[list[Obj], list[Obj]]:
     return mounts, volumes
 
 
+def spool_init_mounts() -> list[Obj]:
+    return [{"name": "spool", "mountPath": "/var/spool/slurmd"}]
+
+
+def spool_script() -> list[str]:
+    """slurmd (root) reads its spool; the kubelet makes the emptyDir 0777, writable by job users."""
+    return ["chmod 0755 /var/spool/slurmd"]
+
+
 def build_statefulsets_pool(profile: Profile, pool: Pool, config_hash: str) -> list[Obj]:
     """The pool's StatefulSets: one, or one per topology leaf domain (render/topology.py)."""
     return [build_statefulset_pool(profile, pool, config_hash, seg) for seg in pool_segments(profile, pool)]
@@ -100,8 +109,8 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     # A job's processes get time to finish their step when a pod is deleted outside Slurm.
     extra["terminationGracePeriodSeconds"] = 120
     pod = pod_spec(profile, naming.WORKER, [slurmd],
-                   [init_config_container(profile, image, home_script(profile, POOLS),
-                                          profile_mounts if home_script(profile, POOLS) else [])], volumes, extra)
+                   [init_config_container(profile, image, spool_script() + home_script(profile, POOLS),
+                                          spool_init_mounts() + profile_mounts)], volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,
         naming.ANNOTATION_NODE_NAMES: segment.node_names,
