@@ -18,6 +18,7 @@ from slurmk8s.profile.model import (
     Rdma, SecretRef, Storage,
 )
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.resources import load_resources
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
@@ -168,6 +169,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
         identity=load_identity(spec.get("identity")),
         volumes=load_volumes(spec.get("volumes")),
+        daemon_resources=load_resources(spec),
         source=source,
     )
 

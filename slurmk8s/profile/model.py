@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmk8s.profile.identity import Identity
+from slurmk8s.profile.resources import DaemonResources, load_resources
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
 from slurmk8s.profile.topology import Topology
@@ -156,6 +157,8 @@ class Profile:
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
     identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
     volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
+    # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)
+    daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -172,3 +172,35 @@ def test_login_replicas_share_one_host_key_from_a_create_once_secret() -> None:
     assert "ssh-keygen -A" not in script  # no per-pod keys
     assert "HostKey /etc/ssh/ssh_host_ed25519_key\n" in bundle.find("ConfigMap", "demo-login-config")["data"]["sshd_config"]
     assert not [o for o in bundle.objects if o["kind"] == "Secret"]  # never rendered
+
+
+def test_daemon_resources_come_from_the_profile() -> None:
+    text = PROFILE.replace("  login: {replicas: 1}\n", "  login: {replicas: 1}\n  controller:\n    replicas: 2\n"
+                           "    resources: {requests: {cpu: '1', memory: 1Gi}, limits: {cpu: '4', memory: 8Gi}}\n"
+                           "  accounting:\n    resources: {limits: {memory: 2Gi}}\n"
+                           "    database: {embedded: {resources: {requests: {cpu: 100m}}}}\n")
+    objs = objects(text)
+    pods = pod_templates(objs)
+
+    def resources(pod: str, container: str) -> dict:
+        return next(c for c in pods[pod]["containers"] if c["name"] == container)["resources"]
+    assert resources("demo-controller", "slurmctld") == {"requests": {"cpu": "1", "memory": "1Gi"},
+                                                         "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert resources("demo-accounting", "slurmdbd") == {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                                        "limits": {"cpu": "1", "memory": "2Gi"}}
+    assert resources("demo-mariadb", "mariadb")["requests"] == {"cpu": "100m", "memory": "512Mi"}
+    # two controllers: kept apart by hostname
+    term = pods["demo-controller"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert "affinity" not in pod_templates(objects())["demo-controller"]  # one controller: nothing to spread
+
+
+def test_a_request_above_its_limit_is_one_located_line() -> None:
+    from slurmk8s.errors import ProfileError
+    text = PROFILE.replace("  login: {replicas: 1}\n",
+                           "  login: {replicas: 1}\n  controller:\n    resources: {requests: {memory: 4Gi}}\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(text.encode())
+    assert str(info.value).splitlines() == [
+        "<profile>:7:36: spec.controller.resources.requests.memory: the memory request 4Gi is above the limit 2Gi"]
