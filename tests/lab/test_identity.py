@@ -8,9 +8,11 @@ pool, as a ReadWriteMany claim would be. Needs root and the project's 26.05 imag
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slurmk8s.actions.accounts import apply_accounts
 from slurmk8s.lab import cluster, sandbox
@@ -28,8 +30,19 @@ pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
-def lab():
-    profile = read_profile(PROFILE)
+def ada_key(tmp_path_factory) -> Path:
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key
+
+
+@pytest.fixture(scope="module")
+def lab(ada_key: Path, tmp_path_factory):
+    doc = yaml.safe_load(PROFILE.read_text())
+    doc["spec"]["identity"]["users"][0]["sshKeys"] = [ada_key.with_suffix(".pub").read_text().strip()]
+    path = tmp_path_factory.mktemp("profile") / PROFILE.name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    profile = read_profile(path)
     bundle = render(profile)
     reason = lab_unavailable(bundle.version)
     if reason:
@@ -86,3 +99,19 @@ def test_job_users_cannot_write_where_root_reads(lab):
              "touch $p 2>/dev/null && echo wrote $p; done; stat -c %a /etc/slurm /var/spool/slurmd")
     out = sh(lab, "runuser", "-u", ADA, "--", "srun", f"--chdir=/home/{ADA}", "sh", "-c", probe)
     assert out.split() == ["755", "755"], out
+
+
+def test_sshd_lets_a_user_in_with_their_key_and_shows_the_secrets_host_key(lab, ada_key: Path, tmp_path: Path):
+    """ssh from the host to the login pod's address: the user's key file as the init container installed
+    it (owned by the user, 0600) passes sshd's StrictModes, and sshd presents the Secret's host key."""
+    secret = lab.lab_dir / "secrets" / "identlab-ssh-host-keys" / "ssh_host_ed25519_key"
+    host_public = subprocess.run(["ssh-keygen", "-y", "-f", str(secret)], capture_output=True, text=True,
+                                 check=True).stdout.split()[:2]
+    ip = lab.network.pods[LOGIN].ip
+    known = tmp_path / "known_hosts"
+    known.write_text(f"{ip} {' '.join(host_public)}\n")
+    assert sh(lab, "stat", "-c", "%U %a", f"/etc/ssh/authorized_keys/{ADA}").strip() == f"{ADA} 600"
+    done = subprocess.run(["ssh", "-i", str(ada_key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                           "-o", f"UserKnownHostsFile={known}", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10",
+                           f"{ADA}@{ip}", "id -un; pwd"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == [ADA, f"/home/{ADA}"], done.stderr
