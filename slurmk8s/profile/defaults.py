@@ -52,6 +52,7 @@ DEFAULTS: dict[str, object] = {
     "spec.restapi.enabled": False,
     "spec.restapi.replicas": 1,
     "spec.pools[].gpus.resource": "nvidia.com/gpu",
+    "spec.pools[].gpus.onePodPerNode": True,
     "spec.pools[].rdma.count": 1,
     "spec.pools[].rdma.hugepages.size": "2Mi",
     "spec.pools[].keda.pollingInterval": 30,

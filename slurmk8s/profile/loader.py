@@ -239,7 +239,8 @@ def _pool(raw: dict) -> Pool:
         cpus=raw["cpus"],
         memory=str(raw["memory"]),
         memory_mib=to_mib(raw["memory"]),
-        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource"))) if gpus else None,
+        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource")),
+                  gpus.get("onePodPerNode", _d("spec.pools[].gpus.onePodPerNode"))) if gpus else None,
         rdma=Rdma(
             resource=rdma["resource"],
             count=rdma.get("count", _d("spec.pools[].rdma.count")),

@@ -68,6 +68,7 @@ class Gpus:
     count: int
     type: str | None
     resource: str
+    one_pod_per_node: bool = True  # required anti-affinity among the cluster's GPU pods
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
+from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
 from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
@@ -78,6 +79,8 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
     lines = ["set -eu", f"chmod 0755 {ETC_SLURM}", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
     if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
         lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
+    if task_prolog(profile):  # slurmstepd runs it: executable, root's
+        lines.append(f"install -m 0755 {CONFIG_SOURCE}/{TASK_PROLOG_FILE} {ETC_SLURM}/{TASK_PROLOG_FILE}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")

@@ -59,6 +59,18 @@ def spool_script() -> list[str]:
     return ["chmod 0755 /var/spool/slurmd"]
 
 
+def one_gpu_pod_per_node(profile: Profile, pool: Pool) -> Obj:
+    """Required anti-affinity among the GPU pools' pods: gres.conf gives every pod /dev/nvidia0..N-1,
+    so two pods on one node would both hand out the same devices (double-booked GPUs)."""
+    if not pool.gpus or not pool.gpus.one_pod_per_node:
+        return {}
+    pools = sorted(p.name for p in profile.pools if p.gpus and p.gpus.one_pod_per_node)
+    selector = {"matchLabels": naming.selector_labels(profile.name, naming.WORKER),
+                "matchExpressions": [{"key": naming.LABEL_POOL, "operator": "In", "values": pools}]}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
 def build_statefulsets_pool(profile: Profile, pool: Pool, config_hash: str) -> list[Obj]:
     """The pool's StatefulSets: one, or one per topology leaf domain (render/topology.py)."""
     return [build_statefulset_pool(profile, pool, config_hash, seg) for seg in pool_segments(profile, pool)]
@@ -106,6 +118,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     if affinity:
         # Pinned to its topology domain: the Slurm nodes of this leaf run where topology.conf says.
         extra["affinity"] = affinity
+    gpu_spread = one_gpu_pod_per_node(profile, pool)
+    if gpu_spread:
+        extra["affinity"] = {**extra.get("affinity", {}), **gpu_spread}
     # A job's processes get time to finish their step when a pod is deleted outside Slurm.
     extra["terminationGracePeriodSeconds"] = 120
     pod = pod_spec(profile, naming.WORKER, [slurmd],

@@ -1,0 +1,77 @@
+"""Job defaults derived from the pools: memory per CPU/GPU, memlock with RDMA, NCCL via TaskProlog, GPU spread."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from slurmk8s.profile import load_profile
+from slurmk8s.render import render
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bundle(path: str = "profiles/gpu-ib.yaml", edit=lambda text: text):
+    return render(load_profile(edit((ROOT / path).read_text()).encode()))
+
+
+def partition_lines(b) -> dict[str, str]:
+    return {line.split()[0].split("=")[1]: line for line in b.files["slurm.conf"].splitlines()
+            if line.startswith("PartitionName=")}
+
+
+def test_memory_per_cpu_and_per_gpu_come_from_the_smallest_pool_share() -> None:
+    # a100: 900Gi - 2048 MiB kept, over 4 GPUs; h100: 1800Gi - 2048 over 8: the a100 share is smaller
+    assert partition_lines(bundle())["gpu"].endswith(f" DefMemPerGPU={(900 * 1024 - 2048) // 4}")
+    assert partition_lines(bundle())["h100"].endswith(f" DefMemPerGPU={(1800 * 1024 - 2048) // 8}")
+    # kind-dev: 1 CPU, 1Gi - 256 MiB kept
+    assert partition_lines(bundle("profiles/kind-dev.yaml"))["debug"].endswith(" DefMemPerCPU=768")
+
+
+def test_a_profile_value_wins() -> None:
+    b = bundle(edit=lambda t: t.replace("config: {PriorityTier: 2}", "config: {PriorityTier: 2, DefMemPerCPU: 1000}"))
+    assert "DefMemPerGPU" not in partition_lines(b)["h100"] and "DefMemPerCPU=1000" in partition_lines(b)["h100"]
+    b = bundle(edit=lambda t: t.replace('    version: "26.05"\n', '    version: "26.05"\n    config: {TaskProlog: /opt/p.sh}\n'))
+    assert "TaskProlog=/opt/p.sh" in b.files["slurm.conf"] and "task_prolog.sh" not in b.files
+
+
+def test_rdma_profiles_propagate_no_memlock_limit_and_give_tasks_nccl() -> None:
+    conf = bundle().files["slurm.conf"]
+    assert "\nPropagateResourceLimitsExcept=MEMLOCK\n" in conf
+    assert "\nTaskProlog=/etc/slurm/task_prolog.sh\n" in conf
+    plain = bundle("profiles/kind-dev.yaml")
+    assert "PropagateResourceLimits" not in plain.files["slurm.conf"] and "task_prolog.sh" not in plain.files
+
+
+def test_the_task_prolog_exports_nccl_on_rdma_nodes_only() -> None:
+    script = bundle().files["task_prolog.sh"]
+
+    def exports(node: str) -> list[str]:
+        return subprocess.run(["sh", "-c", script], env={"SLURMD_NODENAME": node}, capture_output=True, text=True,
+                              check=True, timeout=10).stdout.splitlines()
+    assert exports("h100-12") == ["export NCCL_IB_DISABLE=0", "export NCCL_SOCKET_IFNAME=eth0"]
+    assert exports("a100-0") == exports("h100-12")
+    assert exports("cpu-0") == []
+
+
+def test_the_init_container_installs_the_task_prolog_executable() -> None:
+    pod = bundle().find("StatefulSet", "research-h100")["spec"]["template"]["spec"]
+    assert "install -m 0755 /mnt/slurm-config/task_prolog.sh /etc/slurm/task_prolog.sh" in \
+        pod["initContainers"][0]["command"][-1]
+
+
+def test_gpu_pods_of_a_cluster_never_share_a_kubernetes_node() -> None:
+    b = bundle()
+    for sts in ("research-h100", "research-a100"):
+        terms = b.find("StatefulSet", sts)["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms == [{"labelSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": "research", "app.kubernetes.io/component": "worker"},
+            "matchExpressions": [{"key": "slurmk8s.io/pool", "operator": "In", "values": ["a100", "h100"]}]},
+            "topologyKey": "kubernetes.io/hostname"}]
+    off = bundle(edit=lambda t: t.replace("gpus: {count: 4, type: a100}", "gpus: {count: 4, type: a100, onePodPerNode: false}"))
+    assert "podAntiAffinity" not in off.find("StatefulSet", "research-a100")["spec"]["template"]["spec"].get("affinity", {})
+    terms = off.find("StatefulSet", "research-h100")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert terms["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]["matchExpressions"][0]["values"] == ["h100"]
+    assert "affinity" not in bundle("profiles/kind-dev.yaml").find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"] \
+        or "podAntiAffinity" not in bundle("profiles/kind-dev.yaml").find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"]["affinity"]
