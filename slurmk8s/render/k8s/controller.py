@@ -63,6 +63,8 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         # ResumeProgram/SuspendProgram run here and scale the pools with this pod's ServiceAccount.
         volumes.append({"name": "power", "configMap": {"name": naming.power_config_map(profile.name), "defaultMode": 0o555}})
         slurmctld["volumeMounts"].append({"name": "power", "mountPath": POWER_DIR, "readOnly": True})
+        # The mount point inside the read-only /etc/slurm: the runtime cannot make it there itself.
+        script.append(f"mkdir -p {POWER_DIR}")
         extra["automountServiceAccountToken"] = True
     pod = pod_spec(profile, naming.CONTROLLER,
                    [slurmctld],
