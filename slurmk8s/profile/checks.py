@@ -66,6 +66,7 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_identity(spec)
     problems += check_volumes(spec)
     problems += check_resources(spec, profile.daemon_resources)
+    problems += _check_extra_files(spec)
     problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
                                    {p.name for p in profile.partitions})
     problems += check_topology(profile.topology, spec, profile.name, profile.version,
@@ -191,3 +192,14 @@ def _check_accounting(spec: dict) -> list[Problem]:
     if acc.get("enabled") is False and acc.get("database"):
         return [(("spec", "accounting", "database"), "a database is configured but accounting.enabled is false", True)]
     return []
+
+
+# Files the generator writes into /etc/slurm (slurm.conf's companions, keys, scripts).
+GENERATED_FILES = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "topology.conf", "slurmdbd.conf",
+                             "task_prolog.sh", "acct_gather.conf", "oci.conf"})
+
+
+def _check_extra_files(spec: dict) -> list[Problem]:
+    files = spec.get("slurm", {}).get("extraFiles", {})
+    return [(("spec", "slurm", "extraFiles", name), f"{name} is written by the generator; it cannot be replaced here",
+             True) for name in files if name in GENERATED_FILES]

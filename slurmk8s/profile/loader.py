@@ -39,6 +39,8 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject.
 _MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query")}
+# Mappings whose values are whole files (their keys are still checked): spec.slurm.extraFiles.
+_MULTILINE_MAPS = {("spec", "slurm", "extraFiles")}
 
 
 def load_profile(data: bytes, source: str = "<profile>") -> Profile:
@@ -114,7 +116,7 @@ def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldEr
                 walk(item, path + (i,))
         elif isinstance(value, str):
             generic = tuple(None if isinstance(p, int) else p for p in path)
-            message = problem(value, generic in _MULTILINE_FIELDS)
+            message = problem(value, generic in _MULTILINE_FIELDS or generic[:-1] in _MULTILINE_MAPS)
             if message:
                 errors.append((path, FieldError(*positions.of(path), format_path(path), message)))
 
@@ -148,6 +150,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         srun_port_range=_get(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
         images=images,
         slurm_config=tuple(sorted((k, _conf_value(v)) for k, v in slurm.get("config", {}).items())),
+        slurm_extra_files=tuple(sorted(slurm.get("extraFiles", {}).items())),
         controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
         controller_storage=Storage(str(cstorage.get("size", _d("spec.controller.storage.size"))),
                                    cstorage.get("storageClassName")),

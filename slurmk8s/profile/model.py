@@ -160,6 +160,7 @@ class Profile:
     volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
     # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)
     daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
+    slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -209,4 +209,5 @@ def render_slurm_files(profile: Profile) -> dict[str, str]:
     prolog = jobdefaults.task_prolog(profile)
     if prolog:
         files[jobdefaults.TASK_PROLOG_FILE] = prolog
+    files.update(profile.slurm_extra_files)  # spec.slurm.extraFiles (names checked not to collide)
     return dict(sorted(files.items()))

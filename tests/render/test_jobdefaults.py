@@ -75,3 +75,34 @@ def test_gpu_pods_of_a_cluster_never_share_a_kubernetes_node() -> None:
     assert terms["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]["matchExpressions"][0]["values"] == ["h100"]
     assert "affinity" not in bundle("profiles/kind-dev.yaml").find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"] \
         or "podAntiAffinity" not in bundle("profiles/kind-dev.yaml").find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"]["affinity"]
+
+
+EXTRA = '''\
+    extraFiles:
+      plugstack.conf: "required /usr/lib/slurm/spank_x.so\\n"
+      prolog.sh: |
+        #!/bin/sh
+        exit 0
+    config: {Prolog: /etc/slurm/prolog.sh}
+'''
+
+
+def test_extra_slurm_files_reach_etc_slurm_scripts_executable() -> None:
+    b = bundle("profiles/kind-dev.yaml", lambda t: t.replace('    version: "26.05"\n', '    version: "26.05"\n' + EXTRA))
+    data = b.find("ConfigMap", "dev-slurm-config")["data"]
+    assert data["plugstack.conf"] == "required /usr/lib/slurm/spank_x.so\n"
+    assert data["prolog.sh"] == "#!/bin/sh\nexit 0\n"
+    assert "\nProlog=/etc/slurm/prolog.sh\n" in data["slurm.conf"]
+    script = b.find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
+    assert "cp /mnt/slurm-config/*.conf /etc/slurm/" in script  # plugstack.conf with them
+    assert "install -m 0755 /mnt/slurm-config/prolog.sh /etc/slurm/prolog.sh" in script
+
+
+def test_an_extra_file_may_not_replace_a_generated_one() -> None:
+    import pytest
+    from slurmk8s.errors import ProfileError
+    with pytest.raises(ProfileError) as info:
+        bundle("profiles/kind-dev.yaml", lambda t: t.replace('    version: "26.05"\n',
+                                                             '    version: "26.05"\n    extraFiles: {gres.conf: x}\n'))
+    assert str(info.value).splitlines() == [
+        "<profile>:11:18: spec.slurm.extraFiles.gres.conf: gres.conf is written by the generator; it cannot be replaced here"]

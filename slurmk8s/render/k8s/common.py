@@ -79,8 +79,10 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
     lines = ["set -eu", f"chmod 0755 {ETC_SLURM}", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
     if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
         lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
-    if task_prolog(profile):  # slurmstepd runs it: executable, root's
-        lines.append(f"install -m 0755 {CONFIG_SOURCE}/{TASK_PROLOG_FILE} {ETC_SLURM}/{TASK_PROLOG_FILE}")
+    scripts = ([TASK_PROLOG_FILE] if task_prolog(profile) else []) + \
+        [name for name, _ in profile.slurm_extra_files if name.endswith(".sh")]
+    for script in scripts:  # slurmd/slurmstepd run them as root: executable, root's, not writable by others
+        lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
