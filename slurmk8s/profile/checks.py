@@ -11,6 +11,7 @@ from typing import Any
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.identity import check_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.pods import check_pods
 from slurmk8s.profile.resources import check_resources
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
@@ -67,6 +68,7 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_volumes(spec)
     problems += check_resources(spec, profile.daemon_resources)
     problems += _check_extra_files(spec)
+    problems += check_pods(spec)
     problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
                                    {p.name for p in profile.partitions})
     problems += check_topology(profile.topology, spec, profile.name, profile.version,

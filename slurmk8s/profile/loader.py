@@ -18,6 +18,7 @@ from slurmk8s.profile.model import (
     Rdma, SecretRef, Storage,
 )
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.pods import load_pods
 from slurmk8s.profile.resources import load_resources
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
@@ -173,6 +174,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         identity=load_identity(spec.get("identity")),
         volumes=load_volumes(spec.get("volumes")),
         daemon_resources=load_resources(spec),
+        pod_settings=load_pods(spec.get("pods")),
         source=source,
     )
 

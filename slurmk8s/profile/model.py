@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmk8s.profile.identity import Identity
+from slurmk8s.profile.pods import PodSettings
 from slurmk8s.profile.resources import DaemonResources, load_resources
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
@@ -161,6 +162,7 @@ class Profile:
     # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)
     daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
     slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
+    pod_settings: PodSettings = field(default_factory=PodSettings)  # spec.pods (profile/pods.py)
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

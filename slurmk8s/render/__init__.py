@@ -9,8 +9,8 @@ from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, accounts, cluster, controller, identity, keda, login, power, restapi, security, sidebyside, volumes,
-    workers,
+    accounting, accounts, cluster, controller, identity, keda, login, podextras, power, restapi, security, sidebyside,
+    volumes, workers,
 )
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
@@ -120,8 +120,8 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
-    objects = [security.with_scan_annotations(o) for o in objects]
-    hooks = [security.with_scan_annotations(accounts.build_job_accounts(profile, slurm_hash))] \
+    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, o)) for o in objects]
+    hooks = [security.with_scan_annotations(podextras.with_pod_settings(profile, accounts.build_job_accounts(profile, slurm_hash)))] \
         if manages_accounts(profile) else []
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)

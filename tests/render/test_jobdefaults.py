@@ -106,3 +106,38 @@ def test_an_extra_file_may_not_replace_a_generated_one() -> None:
                                                              '    version: "26.05"\n    extraFiles: {gres.conf: x}\n'))
     assert str(info.value).splitlines() == [
         "<profile>:11:18: spec.slurm.extraFiles.gres.conf: gres.conf is written by the generator; it cannot be replaced here"]
+
+
+PODS = '''\
+  pods:
+    imagePullSecrets: [regcred]
+    priorityClassName: slurm-daemons
+    labels: {team: hpc}
+    annotations: {example.org/scrape: "true"}
+'''
+
+
+def test_pod_settings_reach_every_workload_and_leave_our_labels_alone() -> None:
+    b = bundle("profiles/gpu-ib.yaml", lambda t: t.replace("  restapi:\n", PODS + "  restapi:\n"))
+    workloads = [o for o in b.objects + b.hooks if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet", "Job")]
+    assert {o["metadata"]["name"] for o in workloads} >= {"research-controller", "research-mariadb", "research-h100",
+                                                          "research-login", "research-restapi"}
+    assert [o["kind"] for o in b.hooks] == ["Job"]  # the account tree's Job too
+    for o in workloads:
+        template = o["spec"]["template"]
+        assert template["spec"]["imagePullSecrets"] == [{"name": "regcred"}], o["metadata"]["name"]
+        assert template["spec"]["priorityClassName"] == "slurm-daemons"
+        assert template["metadata"]["labels"]["team"] == "hpc"
+        assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "research"
+        assert template["metadata"]["annotations"]["example.org/scrape"] == "true"
+    assert "imagePullSecrets" not in str(bundle("profiles/gpu-ib.yaml").objects)
+
+
+def test_a_label_under_our_prefix_is_refused() -> None:
+    import pytest
+    from slurmk8s.errors import ProfileError
+    with pytest.raises(ProfileError) as info:
+        bundle("profiles/kind-dev.yaml", lambda t: t + "  pods: {labels: {slurmk8s.io/pool: x}}\n")
+    assert str(info.value).splitlines() == [
+        "<profile>:31:19: spec.pods.labels.slurmk8s.io/pool: 'slurmk8s.io/pool' is the generator's (its selectors "
+        "and tools read app.kubernetes.io/, slurmk8s.io/ keys)"]
