@@ -11,7 +11,7 @@ from slurmk8s.profile.defaults import DEFAULTS
 
 Problem = tuple[tuple, str, bool]
 
-SOURCES = ("claimName", "nfs", "claim")
+SOURCES = ("claimName", "nfs", "claim", "configMap", "secret")
 # Paths the pods' own volumes and the images' system directories use: a shared volume there
 # would hide Slurm's config, spool or the ssh setup, or let job users write where root reads.
 RESERVED_MOUNTS = ("/etc", "/run", "/var/spool/slurmd", "/var/spool/slurmctld", "/dev", "/proc", "/sys",
@@ -33,6 +33,8 @@ class SharedVolume:
     claim_size: str | None = None
     claim_storage_class: str | None = None
     claim_access_mode: str | None = None
+    config_map: str | None = None
+    secret: str | None = None
 
 
 def load_volumes(raw: list[dict] | None) -> tuple[SharedVolume, ...]:
@@ -52,6 +54,8 @@ def load_volumes(raw: list[dict] | None) -> tuple[SharedVolume, ...]:
             claim_size=str(claim["size"]) if claim else None,
             claim_storage_class=claim.get("storageClassName") if claim else None,
             claim_access_mode=claim.get("accessMode", DEFAULTS["spec.volumes[].claim.accessMode"]) if claim else None,
+            config_map=(v.get("configMap") or {}).get("name"),
+            secret=(v.get("secret") or {}).get("secretName"),
         ))
     return tuple(sorted(out, key=lambda v: v.name))
 
@@ -66,7 +70,7 @@ def check_volumes(spec: dict) -> list[Problem]:
         sources = [s for s in SOURCES if s in v]
         if len(sources) != 1:
             found = ", ".join(sources) if sources else "none"
-            out.append((at, f"give exactly one source of claimName, nfs, claim (found: {found})", False))
+            out.append((at, f"give exactly one source of {', '.join(SOURCES)} (found: {found})", False))
         if v["name"] in seen_names:
             out.append((at + ("name",), f"duplicate volume name {v['name']!r} (also spec.volumes[{seen_names[v['name']]}])",
                         False))
@@ -82,6 +86,6 @@ def check_volumes(spec: dict) -> list[Problem]:
                         "which the pods need for themselves; mount it elsewhere (e.g. /home, /scratch)", False))
         if "/." in path or "//" in path:
             out.append((at + ("mountPath",), f"{path!r} is not a plain absolute path", False))
-        if v.get("createHomes") and v.get("readOnly"):
+        if v.get("createHomes") and (v.get("readOnly") or "configMap" in v or "secret" in v):
             out.append((at + ("createHomes",), "homes cannot be created on a read-only volume", False))
     return out

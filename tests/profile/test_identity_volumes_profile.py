@@ -111,10 +111,10 @@ CASES = [
      ["13:26: spec.identity.users[0].uid: 0 is less than the minimum of 1000"]),
     ("volume-two-sources",
      VOLUMES.replace("claimName: home-rwx", "claimName: home-rwx, nfs: {server: a, path: /x}"),
-     ["12:7: spec.volumes[0]: give exactly one source of claimName, nfs, claim (found: claimName, nfs)"]),
+     ["12:7: spec.volumes[0]: give exactly one source of claimName, nfs, claim, configMap, secret (found: claimName, nfs)"]),
     ("volume-no-source",
      VOLUMES.replace(", claimName: home-rwx", ""),
-     ["12:7: spec.volumes[0]: give exactly one source of claimName, nfs, claim (found: none)"]),
+     ["12:7: spec.volumes[0]: give exactly one source of claimName, nfs, claim, configMap, secret (found: none)"]),
     ("volume-over-etc",
      VOLUMES.replace("mountPath: /data", "mountPath: /etc/slurm"),
      ["14:31: spec.volumes[2].mountPath: /etc/slurm would cover or sit in /etc, which the pods need for themselves; "

@@ -30,6 +30,7 @@ spec:
   volumes:
     - {{name: home, mountPath: /home, claim: {{size: 5Gi, storageClassName: nfs-rwx}}}}
     - {{name: scratch, mountPath: /scratch, nfs: {{server: nfs.example, path: /export/scratch}}, mountOn: [pools]}}
+    - {{name: tools, mountPath: /opt/site, configMap: {{name: site-tools}}, mountOn: [login]}}
   pools:
     - {{name: cpu, replicas: 1, cpus: 2, memory: 2Gi}}
   scheduling:
@@ -109,7 +110,8 @@ def test_volumes_mount_where_the_profile_says() -> None:
     def mounts(pod: str, container: str) -> dict[str, str]:
         c = next(c for c in pods[pod]["containers"] if c["name"] == container)
         return {m["mountPath"]: m["name"] for m in c["volumeMounts"] if m["name"].startswith("vol-")}
-    assert mounts("demo-login", "sshd") == {"/home": "vol-home"}
+    assert mounts("demo-login", "sshd") == {"/home": "vol-home", "/opt/site": "vol-tools"}
+    assert {"name": "vol-tools", "configMap": {"name": "site-tools", "defaultMode": 0o444}} in pods["demo-login"]["volumes"]
     assert mounts("demo-cpu", "slurmd") == {"/home": "vol-home", "/scratch": "vol-scratch"}
     assert mounts("demo-controller", "slurmctld") == {}
     vols = {v["name"]: v for v in pods["demo-cpu"]["volumes"]}

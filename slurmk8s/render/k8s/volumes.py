@@ -49,13 +49,18 @@ def shared_volumes(profile: Profile, where: str) -> tuple[list[Obj], list[Obj]]:
     for v in profile.volumes:
         if where not in v.on:
             continue
+        read_only = v.read_only or bool(v.config_map or v.secret)  # the kubelet mounts both read-only anyway
         if v.nfs_server:
             source: Obj = {"nfs": {"server": v.nfs_server, "path": v.nfs_path, "readOnly": v.read_only}}
+        elif v.config_map:
+            source = {"configMap": {"name": v.config_map, "defaultMode": 0o444}}
+        elif v.secret:
+            source = {"secret": {"secretName": v.secret, "defaultMode": 0o440}}
         else:
             source = {"persistentVolumeClaim": {"claimName": claim_name(profile, v), "readOnly": v.read_only}}
         volumes.append({"name": pod_volume_name(v), **source})
         mount: Obj = {"name": pod_volume_name(v), "mountPath": v.mount_path}
-        if v.read_only:
+        if read_only:
             mount["readOnly"] = True
         mounts.append(mount)
     return volumes, mounts
