@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, wait_for_job
+from tests.e2e.conftest import (
+    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, wait_for_job, wait_until,
+)
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -93,9 +95,14 @@ class TestDeclaredUser:
             with port_forward(ident, "svc/ident-login", 22) as port:
                 known.write_text(f"[127.0.0.1]:{port} {' '.join(public)}\n")
                 assert ssh(port, ada_key, "ada", "id -un", known_hosts=known).stdout.strip() == "ada"
+            uid = ident.jsonpath("-n", NAMESPACE, "get", "pod", LOGIN, path="{.metadata.uid}")
             ident.kubectl("-n", NAMESPACE, "delete", "pod", LOGIN, "--wait=true", timeout=180)
-            ident.kubectl("-n", NAMESPACE, "wait", "--for=condition=Ready", f"pod/{LOGIN}", "--timeout=300s",
-                          timeout=320)
+
+            def replaced_and_ready() -> bool | None:
+                got = ident.kubectl("-n", NAMESPACE, "get", "pod", LOGIN, "-o", "jsonpath={.metadata.uid} "
+                                    "{.status.conditions[?(@.type==\"Ready\")].status}", check=False).stdout.split()
+                return (len(got) == 2 and got[0] != uid and got[1] == "True") or None
+            wait_until(replaced_and_ready, 300, "the login pod's replacement to be Ready")
 
     def test_job_users_cannot_write_where_root_reads(self, ident: Cluster, ada_key: Path) -> None:
         probe = ("for p in /etc/slurm/plugstack.conf /etc/passwd /var/spool/slurmd/x; do "
