@@ -21,6 +21,8 @@ from slurmk8s.kube.client import Kube, dig
 from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle
 
+ReadReplicas = Callable[[str], int | None]  # a StatefulSet's live replicas; None when it does not exist
+
 
 def elastic_pools(bundle: Bundle) -> list[str]:
     """Names of the bundle's pools that Slurm sizes (minReplicas < maxReplicas over all their StatefulSets)."""
@@ -43,8 +45,8 @@ def live_replicas(kube: Kube, namespace: str, statefulset: str) -> int | None:
     return replicas if isinstance(replicas, int) else None
 
 
-def shrink_above_max(kube: Kube, bundle: Bundle, access: PoolAccess, timeout_s: float, dry_run: bool = False,
-                     poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
+def shrink_above_max(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
+                     dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
     """Drain and remove the pods above each pool StatefulSet's (new) maxReplicas; returns the nodes that went.
 
     Runs before the apply. Raises ClusterError when jobs still run on them after timeout_s: the
@@ -54,7 +56,7 @@ def shrink_above_max(kube: Kube, bundle: Bundle, access: PoolAccess, timeout_s: 
     end = time.monotonic() + timeout_s
     for pool in elastic_pools(bundle):
         segments = pool_segments(bundle, pool)
-        live = {s.statefulset: live_replicas(kube, bundle.namespace, s.statefulset) for s in segments}
+        live = {s.statefulset: read_replicas(s.statefulset) for s in segments}
         over = {s.statefulset: s.max_replicas for s in segments if (live[s.statefulset] or 0) > s.max_replicas}
         if not over:
             continue
@@ -89,7 +91,8 @@ def own_drains(slurm: SlurmFn, nodes: list[str]) -> list[str]:
             and states[n][1] == DRAIN_REASON]
 
 
-def resume_own_drains(kube: Kube, bundle: Bundle, slurm: SlurmFn, log: Callable[[str], None] = print) -> list[str]:
+def resume_own_drains(bundle: Bundle, read_replicas: ReadReplicas, slurm: SlurmFn,
+                      log: Callable[[str], None] = print) -> list[str]:
     """Resume the elastic pools' nodes a failed `slurmk8s scale` left drained; returns them.
 
     A node whose pod runs is resumed; one whose pod is gone is handed back to power saving
@@ -98,7 +101,7 @@ def resume_own_drains(kube: Kube, bundle: Bundle, slurm: SlurmFn, log: Callable[
     resumed: list[str] = []
     for pool in elastic_pools(bundle):
         segments = pool_segments(bundle, pool)
-        running, idle = _nodes_by_pod(kube, bundle, pool, segments)
+        running, idle = _nodes_by_pod(read_replicas, pool, segments)
         drained = own_drains(slurm, running + idle)
         back_up = [n for n in running if n in drained]
         handed_back = [n for n in idle if n in drained]
@@ -114,11 +117,11 @@ def resume_own_drains(kube: Kube, bundle: Bundle, slurm: SlurmFn, log: Callable[
     return resumed
 
 
-def _nodes_by_pod(kube: Kube, bundle: Bundle, pool: str, segments: list[PoolSegment]) -> tuple[list[str], list[str]]:
+def _nodes_by_pod(read_replicas: ReadReplicas, pool: str, segments: list[PoolSegment]) -> tuple[list[str], list[str]]:
     """(nodes of the pool whose pod the StatefulSet keeps, nodes without one), within the profile's maxReplicas."""
     running, idle = [], []
     for s in segments:
-        n = live_replicas(kube, bundle.namespace, s.statefulset) or 0
+        n = read_replicas(s.statefulset) or 0
         for i in range(s.max_replicas):
             (running if i < n else idle).append(naming.slurm_node_name(pool, s.offset + i))
     return running, idle

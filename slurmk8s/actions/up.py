@@ -64,7 +64,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.wait import wait_until_usable
     from slurmk8s.render import render
-    from slurmk8s.actions.converge import resume_own_drains, shrink_above_max
+    from slurmk8s.actions.converge import live_replicas, resume_own_drains, shrink_above_max
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
@@ -76,7 +76,8 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     quiet = (UNCHANGED, KEPT)
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     # Pods above a lowered maxReplicas go first, drained, while the running slurm.conf still knows them.
-    shrink = lambda: shrink_above_max(kube, bundle, pool_access(kube, bundle, run_exec),  # noqa: E731
+    read_replicas = lambda sts: live_replicas(kube, bundle.namespace, sts)  # noqa: E731
+    shrink = lambda: shrink_above_max(bundle, read_replicas, pool_access(kube, bundle, run_exec),  # noqa: E731
                                       options.timeout, dry_run=options.dry_run, log=echo)
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
@@ -88,7 +89,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     if options.dry_run or not options.wait:
         return plan
     wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
-    resume_own_drains(kube, bundle, run_exec, log=echo)
+    resume_own_drains(bundle, read_replicas, run_exec, log=echo)
     from slurmk8s.actions.accounts import apply_accounts, run_from_exec
     applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
     if applied:
