@@ -6,6 +6,8 @@ the Slurm commands `up` runs in the controller, from the pods the stub runs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import KIND_DEV
@@ -15,6 +17,7 @@ from slurmk8s.kube.wait import SINFO_NODES
 
 APPS = "/apis/apps/v1/namespaces/slurm"
 PODS = "/api/v1/namespaces/slurm/pods"
+SCALED_OBJECTS = "/apis/keda.sh/v1alpha1/namespaces/slurm/scaledobjects"
 
 
 class FakeSlurm:
@@ -170,3 +173,23 @@ def test_up_hands_a_drained_node_whose_pod_is_gone_back_to_power_saving(stub, up
     assert slurm.updates() == [["scontrol", "update", "nodename=cpu-1", "state=power_down_force"],
                                ["scontrol", "update", "nodename=cpu-1", "state=resume"]]
     assert slurm.drained == {}
+
+
+def test_per_leaf_scaled_objects_target_real_statefulsets_and_are_pruned_and_deleted(stub, up, kubeconfig,
+                                                                                     edited_profile):
+    from slurmk8s.actions.down import run_down
+    from slurmk8s.kube.client import Access
+    topology = str(Path(KIND_DEV).with_name("kind-topology.yaml"))
+    keda = {"serverAddress": "http://prom:9090", "query": "sum(pending)", "threshold": "1"}
+    with_keda = edited_profile(topology, pool(keda=keda))
+    up(with_keda)
+    leaves = ["topo-cpu-subblock-a1", "topo-cpu-subblock-a2", "topo-cpu-subblock-b1"]
+    assert stub.names(SCALED_OBJECTS) == leaves
+    assert [stub.get(SCALED_OBJECTS, n)["spec"]["scaleTargetRef"]["name"] for n in leaves] == leaves
+    assert set(leaves) <= set(stub.names(f"{APPS}/statefulsets"))
+    plan, _ = up(topology)  # keda dropped from the profile
+    assert sorted(c.ref for c in plan.changes if c.action == "pruned") == [f"ScaledObject/{n}" for n in leaves]
+    assert stub.names(SCALED_OBJECTS) == []
+    up(with_keda)
+    run_down(with_keda, Access(kubeconfig), wait=False, echo=lambda line: None)
+    assert stub.names(SCALED_OBJECTS) == []
