@@ -17,6 +17,7 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.actions.scale import DRAIN_REASON, PoolAccess, PoolSegment, SlurmFn, drain_and_shrink, pool_segments
+from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, dig
 from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle
@@ -69,7 +70,10 @@ def shrink_above_max(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAc
                 f"{','.join(nodes)}, wait for their jobs, then remove their pods")
             continue
         log(f"pool {pool}: maxReplicas is {high} but {sum(present.values())} run: removing {','.join(nodes)} first")
-        drain_and_shrink(pool, segments, present, over, access, end, timeout_s, poll_s, log, hand_back=False)
+        try:
+            drain_and_shrink(pool, segments, present, over, access, end, timeout_s, poll_s, log, hand_back=False)
+        except ClusterError as e:
+            raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
         gone += nodes
     return gone
 

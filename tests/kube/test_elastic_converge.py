@@ -134,7 +134,8 @@ def test_up_after_lowering_max_never_kills_a_job_it_refuses_and_applies_nothing(
     with pytest.raises(ClusterError) as refused:
         up(lower, exec_fn=slurm, timeout=1)
     assert str(refused.value) == ("pool cpu: jobs still running on cpu-2,cpu-3 after 1 s (41 RUNNING); "
-                                  "the nodes stay drained and the pool keeps 4 replicas")
+                                  "the nodes stay drained and the pool keeps 4 replicas; "
+                                  "nothing was applied: run up again once they end")
     assert replicas(stub) == 4
     assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE")] == []
     # The job ends: the next up finishes the job it started.
