@@ -16,7 +16,8 @@ import time
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.actions.scale import DRAIN_REASON, PoolAccess, PoolSegment, SlurmFn, drain_and_shrink, pool_segments
+from slurmk8s.actions.scale import (DRAIN_REASON, PoolAccess, PoolSegment, SlurmFn, drain_and_shrink, pool_segments,
+                                    wait_power_down_settled)
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, dig
 from slurmk8s.kube.resources import builtin
@@ -76,6 +77,38 @@ def shrink_above_max(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAc
             raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
         gone += nodes
     return gone
+
+
+def raise_below_min(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
+                    dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
+    """Raise each pool StatefulSet running fewer pods than its (new) minReplicas; returns the nodes that start.
+
+    Runs before the apply, through the scale subresource as power saving does: the apply then sends
+    the value the StatefulSet already has, and never conflicts with the manager of its replicas.
+    A node Slurm is still powering down is waited for first (as `slurmk8s scale` does).
+    """
+    started: list[str] = []
+    end = time.monotonic() + timeout_s
+    for pool in elastic_pools(bundle):
+        segments = pool_segments(bundle, pool)
+        live = {s.statefulset: read_replicas(s.statefulset) for s in segments}
+        under = {s.statefulset: s.min_replicas for s in segments
+                 if live[s.statefulset] is not None and live[s.statefulset] < s.min_replicas}
+        if not under:
+            continue
+        low = sum(s.min_replicas for s in segments)
+        nodes = [naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in under
+                 for i in range(live[s.statefulset], s.min_replicas)]
+        running = sum(n or 0 for n in live.values())
+        if dry_run:
+            log(f"pool {pool}: minReplicas is {low} but {running} run: would start {','.join(nodes)}")
+            continue
+        wait_power_down_settled(pool, nodes, access.slurm, end, timeout_s, poll_s, log)
+        for statefulset, target in under.items():
+            access.set_replicas(statefulset, target)
+        log(f"pool {pool}: minReplicas is {low} but {running} ran: started {','.join(nodes)}")
+        started += nodes
+    return started
 
 
 def parse_reasons(text: str) -> dict[str, tuple[str, str]]:

@@ -98,10 +98,18 @@ def test_status_of_a_pool_power_saving_resized_is_healthy_and_says_slurm_sizes_i
     assert {o.ref: o.state for o in status.objects}["StatefulSet/dev-cpu"] == "3 of 0..4 running, Slurm-managed"
 
 
-def test_up_raises_a_pool_below_a_raised_min_replicas(stub, up, edited_profile):
+def test_up_raises_a_pool_below_a_raised_min_replicas_before_applying(stub, up, edited_profile):
     up(KIND_DEV)  # 2 run
-    plan, lines = up(edited_profile(KIND_DEV, pool(replicas=3, minReplicas=3)), exec_fn=FakeSlurm(stub), timeout=8)
+    slurm = FakeSlurm(stub)
+    stub.reset_log()
+    plan, lines = up(edited_profile(KIND_DEV, pool(replicas=3, minReplicas=3)), exec_fn=slurm, timeout=8)
     assert replicas(stub) == 3
+    assert "pool cpu: minReplicas is 3 but 2 ran: started cpu-2" in lines
+    assert ["sinfo", "-h", "-N", "-n", "cpu-2", "-o", "%N %t"] in slurm.commands  # not while Slurm powers it down
+    # through the scale subresource, as power saving does: the apply then sends the same value (no field conflict)
+    writes = [r for r in stub.requests if r.method == "PATCH" and "/statefulsets/dev-cpu" in r.path]
+    assert [(r.path.rsplit("/", 1)[1], (r.body or {}).get("spec", {}).get("replicas")) for r in writes] == [
+        ("scale", 3), ("dev-cpu", 3)]
     assert "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 3/3, login 1/1" in lines
 
 
