@@ -47,68 +47,65 @@ def live_replicas(kube: Kube, namespace: str, statefulset: str) -> int | None:
     return replicas if isinstance(replicas, int) else None
 
 
-def shrink_above_max(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
-                     dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
-    """Drain and remove the pods above each pool StatefulSet's (new) maxReplicas; returns the nodes that went.
+def into_range(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
+               dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> None:
+    """Bring every elastic pool that runs outside its (new) minReplicas..maxReplicas back into it.
 
-    Runs before the apply. Raises ClusterError when jobs still run on them after timeout_s: the
-    nodes then stay drained, nothing is scaled, and `up` applies nothing.
+    Runs before the apply, through the scale subresource as power saving does: the apply then
+    sends the replicas the StatefulSet already has, and never conflicts with the manager of
+    that field. Raises ClusterError when jobs still run on nodes above a lowered max after
+    timeout_s: the nodes then stay drained, nothing is scaled, and `up` applies nothing.
     """
-    gone: list[str] = []
     end = time.monotonic() + timeout_s
     for pool in elastic_pools(bundle):
         segments = pool_segments(bundle, pool)
         live = {s.statefulset: read_replicas(s.statefulset) for s in segments}
-        over = {s.statefulset: s.max_replicas for s in segments if (live[s.statefulset] or 0) > s.max_replicas}
-        if not over:
-            continue
-        present = {name: n or 0 for name, n in live.items()}
-        high = sum(s.max_replicas for s in segments)
-        nodes = [naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in over
-                 for i in range(s.max_replicas, present[s.statefulset])]
-        if dry_run:
-            log(f"pool {pool}: maxReplicas is {high} but {sum(present.values())} run: would drain "
-                f"{','.join(nodes)}, wait for their jobs, then remove their pods")
-            continue
-        log(f"pool {pool}: maxReplicas is {high} but {sum(present.values())} run: removing {','.join(nodes)} first")
-        try:
-            drain_and_shrink(pool, segments, present, over, access, end, timeout_s, poll_s, log, hand_back=False)
-        except ClusterError as e:
-            raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
-        gone += nodes
-    return gone
+        present = {name: n for name, n in live.items() if n is not None}  # a new StatefulSet is the apply's
+        _raise_to_min(pool, segments, present, access, end, timeout_s, poll_s, dry_run, log)
+        _shrink_to_max(pool, segments, present, access, end, timeout_s, poll_s, dry_run, log)
 
 
-def raise_below_min(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
-                    dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
-    """Raise each pool StatefulSet running fewer pods than its (new) minReplicas; returns the nodes that start.
+def _raise_to_min(pool: str, segments: list[PoolSegment], live: dict[str, int], access: PoolAccess, end: float,
+                  timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
+    """Start the pods below each StatefulSet's minReplicas, once Slurm no longer powers those nodes down."""
+    under = {s.statefulset: s.min_replicas for s in segments
+             if s.statefulset in live and live[s.statefulset] < s.min_replicas}
+    if not under:
+        return
+    low, running = sum(s.min_replicas for s in segments), sum(live.values())
+    nodes = ",".join(naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in under
+                     for i in range(live[s.statefulset], s.min_replicas))
+    if dry_run:
+        log(f"pool {pool}: minReplicas is {low} but {running} run: would start {nodes}")
+        return
+    wait_power_down_settled(pool, nodes.split(","), access.slurm, end, timeout_s, poll_s, log)
+    for statefulset, target in under.items():
+        access.set_replicas(statefulset, target)
+        live[statefulset] = target
+    log(f"pool {pool}: minReplicas is {low} but {running} ran: started {nodes}")
 
-    Runs before the apply, through the scale subresource as power saving does: the apply then sends
-    the value the StatefulSet already has, and never conflicts with the manager of its replicas.
-    A node Slurm is still powering down is waited for first (as `slurmk8s scale` does).
-    """
-    started: list[str] = []
-    end = time.monotonic() + timeout_s
-    for pool in elastic_pools(bundle):
-        segments = pool_segments(bundle, pool)
-        live = {s.statefulset: read_replicas(s.statefulset) for s in segments}
-        under = {s.statefulset: s.min_replicas for s in segments
-                 if live[s.statefulset] is not None and live[s.statefulset] < s.min_replicas}
-        if not under:
-            continue
-        low = sum(s.min_replicas for s in segments)
-        nodes = [naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in under
-                 for i in range(live[s.statefulset], s.min_replicas)]
-        running = sum(n or 0 for n in live.values())
-        if dry_run:
-            log(f"pool {pool}: minReplicas is {low} but {running} run: would start {','.join(nodes)}")
-            continue
-        wait_power_down_settled(pool, nodes, access.slurm, end, timeout_s, poll_s, log)
-        for statefulset, target in under.items():
-            access.set_replicas(statefulset, target)
-        log(f"pool {pool}: minReplicas is {low} but {running} ran: started {','.join(nodes)}")
-        started += nodes
-    return started
+
+def _shrink_to_max(pool: str, segments: list[PoolSegment], live: dict[str, int], access: PoolAccess, end: float,
+                   timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
+    """Drain the nodes above each StatefulSet's maxReplicas, wait for their jobs, then remove their pods."""
+    over = {s.statefulset: s.max_replicas for s in segments
+            if s.statefulset in live and live[s.statefulset] > s.max_replicas}
+    if not over:
+        return
+    high, running = sum(s.max_replicas for s in segments), sum(live.values())
+    nodes = ",".join(naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in over
+                     for i in range(s.max_replicas, live[s.statefulset]))
+    if dry_run:
+        log(f"pool {pool}: maxReplicas is {high} but {running} run: would drain {nodes}, "
+            "wait for their jobs, then remove their pods")
+        return
+    log(f"pool {pool}: maxReplicas is {high} but {running} run: removing {nodes} first")
+    try:
+        # Kept drained: the new slurm.conf drops these nodes, and power saving must not resume them meanwhile.
+        drain_and_shrink(pool, [s for s in segments if s.statefulset in live], live, over, access, end,
+                         timeout_s, poll_s, log, hand_back=False)
+    except ClusterError as e:
+        raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
 
 
 def parse_reasons(text: str) -> dict[str, tuple[str, str]]:

@@ -64,7 +64,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.wait import wait_until_usable
     from slurmk8s.render import render
-    from slurmk8s.actions.converge import live_replicas, raise_below_min, resume_own_drains, shrink_above_max
+    from slurmk8s.actions.converge import into_range, live_replicas, resume_own_drains
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
@@ -77,15 +77,15 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     read_replicas = lambda sts: live_replicas(kube, bundle.namespace, sts)  # noqa: E731
 
-    def into_range() -> None:
+    def pools_into_range() -> None:
         """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
         drained while the running slurm.conf still knows their nodes."""
-        pools = pool_access(kube, bundle, run_exec)
-        raise_below_min(bundle, read_replicas, pools, options.timeout, dry_run=options.dry_run, log=echo)
-        shrink_above_max(bundle, read_replicas, pools, options.timeout, dry_run=options.dry_run, log=echo)
+        into_range(bundle, read_replicas, pool_access(kube, bundle, run_exec), options.timeout,
+                   dry_run=options.dry_run, log=echo)
+
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
-                        before_writes=into_range)
+                        before_writes=pools_into_range)
     for change in plan.changes:
         if options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
