@@ -4,7 +4,8 @@ Three things can leave a pool outside what the profile says, and `up` converges 
 - maxReplicas was lowered below the pods that run: before anything is applied (the new slurm.conf
   drops those nodes), the nodes above the new max are drained and, once they run no job, their
   pods removed, as `slurmk8s scale` does; a job is never killed (on timeout nothing is applied);
-- minReplicas was raised above the pods that run: the apply raises the replicas (kube/apply.py);
+- minReplicas was raised above the pods that run: before the apply, the replicas are raised
+  (once Slurm no longer powers those nodes down);
 - a `slurmk8s scale` down that failed or was interrupted left nodes DRAINED under its own reason:
   after the wait they are resumed (a node whose pod is gone goes back to power saving first).
   Drains made by anyone else (another reason) are never touched.
