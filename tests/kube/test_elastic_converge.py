@@ -161,6 +161,23 @@ def test_dry_run_says_which_nodes_a_lowered_max_would_drain(stub, up, kubeconfig
     assert (replicas(stub), slurm.commands) == (4, [])
 
 
+def test_diff_says_what_up_would_do_to_a_pool_outside_a_changed_range(stub, up, kubeconfig, edited_profile):
+    from slurmk8s.actions.diff import run_diff
+    from slurmk8s.kube.client import Access
+    up(KIND_DEV)
+    power_saving_scales(kubeconfig, 4)
+    stub.reset_log()
+    lines: list[str] = []
+    plan = run_diff(edited_profile(KIND_DEV, pool(replicas=1, maxReplicas=3)), Access(kubeconfig), echo=lines.append)
+    assert "pool cpu: maxReplicas is 3 but 4 run: would drain cpu-3, wait for their jobs, then remove their pods" in lines
+    assert plan.changed and replicas(stub) == 4
+    assert [r for r in stub.requests if "/scale" in r.path] == []
+    lines.clear()
+    run_diff(edited_profile(KIND_DEV, pool(replicas=4, minReplicas=4, maxReplicas=5)), Access(kubeconfig),
+             echo=lines.append)
+    assert not [line for line in lines if line.startswith("pool cpu:")]  # 4 run: inside 4..5
+
+
 def test_up_resumes_only_the_drains_an_unfinished_scale_down_left(stub, up, kubeconfig):
     up(KIND_DEV)
     power_saving_scales(kubeconfig, 3)
