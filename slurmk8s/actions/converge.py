@@ -1,11 +1,13 @@
 """`up` and elastic pools: Slurm's power saving owns their size; `up` only brings it back into the profile.
 
-Three things can leave a pool outside what the profile says, and `up` converges each:
+Four things can leave a pool outside what the profile says, and `up` converges each:
 - maxReplicas was lowered below the pods that run: before anything is applied (the new slurm.conf
   drops those nodes), the nodes above the new max are drained and, once they run no job, their
   pods removed, as `slurmk8s scale` does; a job is never killed (on timeout nothing is applied);
 - minReplicas was raised above the pods that run: before the apply, the replicas are raised
   (once Slurm no longer powers those nodes down);
+- a pool or topology leaf left the profile: before prune deletes its StatefulSet, its nodes are
+  drained and its pods removed once they run no job;
 - a `slurmk8s scale` down that failed or was interrupted left nodes DRAINED under its own reason:
   after the wait they are resumed (a node whose pod is gone goes back to power saving first).
   Drains made by anyone else (another reason) are never touched.
@@ -21,6 +23,7 @@ from slurmk8s.actions.scale import (DRAIN_REASON, PoolAccess, PoolSegment, Slurm
                                     wait_power_down_settled)
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, dig
+from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle
 
@@ -107,6 +110,39 @@ def _shrink_to_max(pool: str, segments: list[PoolSegment], live: dict[str, int],
                          timeout_s, poll_s, log, hand_back=False)
     except ClusterError as e:
         raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
+
+
+def drain_dropped(kube: Kube, bundle: Bundle, access: PoolAccess, timeout_s: float, dry_run: bool = False,
+                  poll_s: float = 2.0, log: Callable[[str], None] = print) -> None:
+    """Empty, without killing a job, the pool StatefulSets the profile dropped (a pool or a topology leaf removed)
+    before prune deletes them: their nodes drained, their jobs waited for, then their pods removed.
+
+    The nodes stay drained: the new slurm.conf no longer has them (or gives them to another
+    StatefulSet, which starts them again). On timeout nothing is applied, as for a lowered max.
+    """
+    wanted = {o["metadata"]["name"] for o in bundle.of_kind("StatefulSet")}
+    listing = kube.request("GET", builtin("apps/v1", "StatefulSet").collection(bundle.namespace),
+                           what="list statefulsets",
+                           query=[("labelSelector", f"{owned_selector(bundle.cluster)},"
+                                                    f"{naming.LABEL_COMPONENT}={naming.WORKER}")])
+    end = time.monotonic() + timeout_s
+    for item in listing.items():
+        name, labels = item["metadata"]["name"], item["metadata"].get("labels") or {}
+        pool, replicas = labels.get(naming.LABEL_POOL), dig(item, "spec", "replicas")
+        if name in wanted or not pool or not isinstance(replicas, int) or replicas <= 0:
+            continue
+        first = int((item["metadata"].get("annotations") or {}).get(naming.ANNOTATION_FIRST_NODE, "0"))
+        segment = PoolSegment(name, first, 0, replicas)
+        nodes = naming.slurm_node_span(pool, first, replicas)
+        if dry_run:
+            log(f"StatefulSet/{name} left the profile: would drain {nodes}, wait for their jobs, then remove its pods")
+            continue
+        log(f"StatefulSet/{name} left the profile: removing {nodes} first")
+        try:
+            drain_and_shrink(pool, [segment], {name: replicas}, {name: 0}, access, end, timeout_s, poll_s, log,
+                             hand_back=False)
+        except ClusterError as e:
+            raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
 
 
 def parse_reasons(text: str) -> dict[str, tuple[str, str]]:

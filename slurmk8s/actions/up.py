@@ -64,7 +64,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.wait import wait_until_usable
     from slurmk8s.render import render
-    from slurmk8s.actions.converge import into_range, live_replicas, resume_own_drains
+    from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas, resume_own_drains
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
@@ -80,8 +80,10 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     def pools_into_range() -> None:
         """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
         drained while the running slurm.conf still knows their nodes."""
-        into_range(bundle, read_replicas, pool_access(kube, bundle, run_exec), options.timeout,
-                   dry_run=options.dry_run, log=echo)
+        pools = pool_access(kube, bundle, run_exec)
+        into_range(bundle, read_replicas, pools, options.timeout, dry_run=options.dry_run, log=echo)
+        if options.prune:  # prune would delete their pods, jobs or not
+            drain_dropped(kube, bundle, pools, options.timeout, dry_run=options.dry_run, log=echo)
 
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,

@@ -178,6 +178,32 @@ def test_diff_says_what_up_would_do_to_a_pool_outside_a_changed_range(stub, up, 
     assert not [line for line in lines if line.startswith("pool cpu:")]  # 4 run: inside 4..5
 
 
+def test_a_pool_dropped_from_the_profile_is_drained_and_emptied_before_prune_deletes_it(stub, up, kubeconfig,
+                                                                                       edited_profile):
+    def add_big(p):
+        p["spec"]["pools"].append({"name": "big", "replicas": 2, "minReplicas": 0, "maxReplicas": 2, "cpus": 1,
+                                   "memory": "1Gi"})
+        p["spec"]["partitions"][0]["pools"].append("big")
+    two_pools = edited_profile(KIND_DEV, add_big)
+    up(two_pools)
+    slurm = FakeSlurm(stub, jobs={"big-1": "77 RUNNING"})
+    stub.reset_log()
+    with pytest.raises(ClusterError, match=r"^pool big: jobs still running on big-0,big-1 after 1 s \(77 RUNNING\); "
+                                           r".*; nothing was applied: run up again once they end$"):
+        up(KIND_DEV, exec_fn=slurm, timeout=1)
+    assert stub.get(f"{APPS}/statefulsets", "dev-big")["spec"]["replicas"] == 2  # its job runs on
+    assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE")] == []
+    slurm.jobs.clear()
+    stub.reset_log()
+    plan, lines = up(KIND_DEV, exec_fn=slurm, timeout=8)
+    assert "StatefulSet/dev-big left the profile: removing big-[0-1] first" in lines
+    assert ["scontrol", "update", "nodename=big-0,big-1", "state=drain", f"reason={DRAIN_REASON}"] in slurm.commands
+    emptied = next(i for i, r in enumerate(stub.requests) if r.method == "PATCH" and r.path.endswith("/dev-big/scale"))
+    deleted = next(i for i, r in enumerate(stub.requests) if r.method == "DELETE" and r.path.endswith("/dev-big"))
+    assert emptied < deleted
+    assert "StatefulSet/dev-big" in [c.ref for c in plan.changes if c.action == "pruned"]
+
+
 def test_up_resumes_only_the_drains_an_unfinished_scale_down_left(stub, up, kubeconfig):
     up(KIND_DEV)
     power_saving_scales(kubeconfig, 3)
