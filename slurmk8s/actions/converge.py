@@ -180,10 +180,10 @@ def resume_own_drains(bundle: Bundle, read_replicas: ReadReplicas, slurm: SlurmF
             hostlist = ",".join(handed_back)
             slurm(["scontrol", "update", f"nodename={hostlist}", "state=power_down_force"])
             slurm(["scontrol", "update", f"nodename={hostlist}", "state=resume"])
-            log(f"pool {pool}: {hostlist} left drained by an unfinished scale-down; handed back to power saving")
+            log(f"pool {pool}: {hostlist} left drained by slurmk8s; handed back to power saving")
         if back_up:
             slurm(["scontrol", "update", f"nodename={','.join(back_up)}", "state=resume"])
-            log(f"pool {pool}: {','.join(back_up)} left drained by an unfinished scale-down; resumed")
+            log(f"pool {pool}: {','.join(back_up)} left drained by slurmk8s; resumed")
         resumed += back_up + handed_back
     return resumed
 

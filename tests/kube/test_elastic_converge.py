@@ -204,6 +204,21 @@ def test_a_pool_dropped_from_the_profile_is_drained_and_emptied_before_prune_del
     assert "StatefulSet/dev-big" in [c.ref for c in plan.changes if c.action == "pruned"]
 
 
+def test_topology_added_to_a_pool_moves_its_nodes_to_the_leaf_statefulset_without_killing_a_job(stub, up,
+                                                                                             edited_profile):
+    up(KIND_DEV)  # dev-cpu runs cpu-0 and cpu-1
+    leaf = edited_profile(KIND_DEV, lambda p: p["spec"].update(topology={"plugin": "tree", "domains": [
+        {"name": "r1", "nodeLabels": {"example.com/rack": "r1"}, "slots": {"cpu": 4}}]}))
+    slurm = FakeSlurm(stub)
+    plan, lines = up(leaf, exec_fn=slurm, timeout=8)
+    assert "StatefulSet/dev-cpu left the profile: removing cpu-[0-1] first" in lines
+    assert "StatefulSet/dev-cpu" in [c.ref for c in plan.changes if c.action == "pruned"]
+    assert stub.get(f"{APPS}/statefulsets", "dev-cpu-r1")["spec"]["replicas"] == 2
+    # the leaf's pods took the nodes over drained; up resumed them
+    assert "pool cpu: cpu-0,cpu-1 left drained by slurmk8s; resumed" in lines
+    assert slurm.drained == {}
+
+
 def test_up_resumes_only_the_drains_an_unfinished_scale_down_left(stub, up, kubeconfig):
     up(KIND_DEV)
     power_saving_scales(kubeconfig, 3)
@@ -212,7 +227,7 @@ def test_up_resumes_only_the_drains_an_unfinished_scale_down_left(stub, up, kube
     _, lines = up(KIND_DEV, exec_fn=slurm, timeout=8)
     assert slurm.drained == {"cpu-3": "disk swap"}
     assert slurm.updates() == [["scontrol", "update", "nodename=cpu-1,cpu-2", "state=resume"]]
-    assert "pool cpu: cpu-1,cpu-2 left drained by an unfinished scale-down; resumed" in lines
+    assert "pool cpu: cpu-1,cpu-2 left drained by slurmk8s; resumed" in lines
     assert replicas(stub) == 3
 
 

@@ -142,7 +142,7 @@ def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
         assert (states["cpu-0"], states["cpu-1"], states["cpu-2"]) == ("drain", "drain", "drng"), states
         lines: list[str] = []
         assert resume_own_drains(lab.bundle, get, slurm, log=lines.append) == ["cpu-1", "cpu-2"]
-        assert lines == ["pool cpu: cpu-1,cpu-2 left drained by an unfinished scale-down; resumed"]
+        assert lines == ["pool cpu: cpu-1,cpu-2 left drained by slurmk8s; resumed"]
         # slurmctld pings a resumed node before it counts as responding again ('*' meanwhile)
         wait_for("cpu-1 idle and cpu-2 running its job, cpu-0 still drained",
                  lambda: slurmfacts.node_states(lab),
