@@ -248,3 +248,15 @@ def object_labels(cluster: str, component: str | None = None, pool: str | None =
         labels[LABEL_POOL] = pool
     return labels
 
+
+
+def elastic_range(obj: dict) -> tuple[int, int] | None:
+    """(minReplicas, maxReplicas) of an elastic pool's StatefulSet (min < max), from its annotations; else None.
+
+    Slurm owns such a StatefulSet's replicas (power saving): `up` keeps them, within this range.
+    """
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    if obj.get("kind") != "StatefulSet" or ANNOTATION_MAX_REPLICAS not in notes:
+        return None
+    low, high = int(notes.get(ANNOTATION_MIN_REPLICAS, "0")), int(notes[ANNOTATION_MAX_REPLICAS])
+    return (low, high) if low < high else None
