@@ -17,6 +17,7 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
+from slurmk8s.profile.observe import load_health_checks, load_metrics
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
@@ -34,8 +35,10 @@ MAX_PROFILE_BYTES = 1024 * 1024
 # new line in slurm.conf or slurmdbd.conf (StorageHost=db\nPurgeJobAfter=1) or in a manifest.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-# Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject.
-_MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query")}
+# Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject, a pool's
+# health check command (a shell function body in the rendered script).
+_MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query"),
+                     ("spec", "pools", None, "healthChecks", None, "command")}
 
 
 def load_profile(data: bytes, source: str = "<profile>") -> Profile:
@@ -164,6 +167,8 @@ def _to_model(doc: dict, source: str) -> Profile:
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        metrics=load_metrics(spec.get("metrics")),
+        health_checks=load_health_checks(spec.get("healthChecks"), spec["pools"]),
         source=source,
     )
 

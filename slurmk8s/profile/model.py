@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
 from slurmk8s.profile.topology import Topology
@@ -152,6 +153,8 @@ class Profile:
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
+    metrics: Metrics = field(default_factory=lambda: load_metrics({}))  # spec.metrics (profile/observe.py)
+    health_checks: HealthChecks = field(default_factory=lambda: load_health_checks({}, []))  # spec.healthChecks
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:
