@@ -105,6 +105,10 @@ def check_observe(spec: dict, version: str, metrics: Metrics, health: HealthChec
                         "slurmctld turns its metrics off when PrivateData is set; drop it or spec.metrics", True))
     elif any(k in raw_metrics for k in ("monitor", "dashboard", "scraperNamespace", "labels", "interval")):
         out.append((("spec", "metrics"), "metrics settings without spec.metrics.enabled: true do nothing", False))
+    if health.enabled and spec.get("sideBySide"):
+        out.append((("spec", "healthChecks", "enabled"),
+                    "health checks run on pool nodes only; side-by-side nodes have none yet (drop one of the two)",
+                    False))
     for i, pool in enumerate(spec.get("pools") or []):
         keda = pool.get("keda")
         if keda and not metrics.enabled:
@@ -112,7 +116,7 @@ def check_observe(spec: dict, version: str, metrics: Metrics, health: HealthChec
                         "this KEDA trigger has no metric source: nothing in the cluster exports metrics; "
                         "set spec.metrics.enabled: true (Slurm's own openmetrics, 25.11+)", True))
         elif keda and metrics.enabled:
-            unknown = sorted({m for m in _METRIC_NAME.findall(keda["query"]) if not _known_metric(m)})
+            unknown = sorted({m for m in _METRIC_NAME.findall(_metric_part(keda["query"])) if not _known_metric(m)})
             if unknown:
                 out.append((("spec", "pools", i, "keda", "query"),
                             f"{', '.join(unknown)} is not a metric slurmctld exports (docs/metrics.md lists them)",
@@ -133,6 +137,13 @@ EXPORTED_PREFIXES = ("slurm_jobs", "slurm_job_", "slurm_nodes", "slurm_node_", "
                      "slurm_schedule", "slurm_bf_", "slurm_backfill", "slurm_last_backfilled", "slurm_agent",
                      "slurm_sdiag", "slurm_server_thread", "slurm_dbd_agent", "slurm_rpc", "slurm_user",
                      "slurm_account")
+
+
+def _metric_part(query: str) -> str:
+    """The query without label matchers, grouping clauses and strings (where label names appear)."""
+    query = re.sub(r"\{[^}]*\}", " ", query)
+    query = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", query)
+    return re.sub(r"\"[^\"]*\"|'[^']*'", " ", query)
 
 
 def _known_metric(name: str) -> bool:
