@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s import naming
+from slurmk8s.actions.slurmview import read_view
 from slurmk8s.profile.observe import METRIC_PATHS
 
 from labenv import boot_or_skip, down_and_check_clean
@@ -92,6 +93,11 @@ def test_a_failing_check_drains_and_fixing_it_resumes(lab):
         state, reason = wait_for(f"{NODE} drained by its health check", lambda: node_state(lab),
                                  lambda s: s[0].startswith("drain"), deadline_s=60)
         assert reason == "slurmk8s-health: check marker failed"
+        # `slurmk8s status` reads the same through slurmctld's pod: real output, parsed, judged degraded
+        view = read_view(lambda argv: sh(lab, *argv), {"cpu"})
+        assert view.controllers == (("obslab-controller-0", "UP"),)
+        assert {n.name: n.pool for n in view.nodes} == {"cpu-0": "cpu", "cpu-1": "cpu"}
+        assert view.problems == ("node cpu-0 drained by its health check: check marker failed",)
         # an admin's drain of the other node is not the check's to undo
         sh(lab, "scontrol", "update", "nodename=cpu-1", "state=drain", "reason=admin: maintenance")
     finally:
