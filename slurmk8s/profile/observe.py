@@ -6,8 +6,11 @@ are Slurm's HealthCheckProgram, one rendered script per pool (render/k8s/health.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from slurmk8s import versions
@@ -131,12 +134,11 @@ def check_observe(spec: dict, version: str, metrics: Metrics, health: HealthChec
     return out
 
 
-# Families of /metrics/jobs, /nodes, /partitions and /scheduler on 26.05 (scraped in the lab:
-# tests/lab/test_metrics.py). A KEDA query naming anything else would never see a value.
-EXPORTED_PREFIXES = ("slurm_jobs", "slurm_job_", "slurm_nodes", "slurm_node_", "slurm_partition", "slurm_sched",
-                     "slurm_schedule", "slurm_bf_", "slurm_backfill", "slurm_last_backfilled", "slurm_agent",
-                     "slurm_sdiag", "slurm_server_thread", "slurm_dbd_agent", "slurm_rpc", "slurm_user",
-                     "slurm_account")
+@lru_cache(maxsize=1)
+def exported_metrics() -> frozenset[str]:
+    """What slurmctld serves on the scraped endpoints (openmetrics.json, from a scrape of real 26.05)."""
+    raw = resources.files("slurmk8s.profile").joinpath("openmetrics.json").read_text("utf-8")
+    return frozenset(json.loads(raw)["names"])
 
 
 def _metric_part(query: str) -> str:
@@ -147,4 +149,4 @@ def _metric_part(query: str) -> str:
 
 
 def _known_metric(name: str) -> bool:
-    return name.startswith(EXPORTED_PREFIXES)
+    return name in exported_metrics()

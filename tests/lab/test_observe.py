@@ -15,7 +15,7 @@ import pytest
 
 from slurmk8s import naming
 from slurmk8s.actions.slurmview import read_view
-from slurmk8s.profile.observe import METRIC_PATHS
+from slurmk8s.profile.observe import METRIC_PATHS, exported_metrics
 
 from labenv import boot_or_skip, down_and_check_clean
 from waiting import wait_for
@@ -62,9 +62,13 @@ def sh(lab, *argv: str, pod: str | None = None, container: str | None = None) ->
 
 
 def test_every_scraped_endpoint_answers_openmetrics(lab):
+    served = set()
     for path in METRIC_PATHS:
         text = scrape(lab, path)
         assert re.search(r"^# TYPE slurm_\w+ (gauge|counter)", text, re.M), (path, text[:500])
+        served |= set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    # what validate and the dashboard take as exported is exported
+    assert exported_metrics() <= served, sorted(exported_metrics() - served)
 
 
 def test_pending_count_rises_and_falls_with_a_held_job(lab):

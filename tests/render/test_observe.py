@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from crdschema import validate_custom_resource
 from slurmk8s.actions.render import render_file
 from slurmk8s.profile.loader import load_profile
-from slurmk8s.profile.observe import METRIC_PATHS
+from slurmk8s.profile.observe import METRIC_PATHS, exported_metrics
 from slurmk8s.render import render
 from slurmk8s.render.k8s.health import render_health_script
 
@@ -108,6 +109,9 @@ def test_the_dashboard_queries_only_the_clusters_series():
     board = json.loads(cm["data"]["slurm-obs.json"])
     exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
     assert exprs and all('slurm_cluster="obs"' in e for e in exprs)
+    # every metric a panel queries is one slurmctld 26.05 serves (profile/openmetrics.json, from the lab)
+    named = {m for e in exprs for m in re.findall(r"\b(slurm_[a-z0-9_]+)\{", e)}
+    assert named and named <= exported_metrics(), named - exported_metrics()
     assert {p["title"] for p in board["panels"]} >= {"Queue by partition", "Scheduler cycle", "GPU allocation"}
 
 

@@ -14,6 +14,8 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj, meta
 
 NODE_STATES = ("idle", "alloc", "mixed", "drain", "down", "powered_down")
+# Slurm exports no per-node state; a node's pool is the <pool> of its name <pool>-<n>.
+POOL_OF_NODE = '"pool", "$1", "node", "(.+)-[0-9]+"'
 
 
 def _panel(pid: int, title: str, targets: list[tuple[str, str]], x: int, y: int, unit: str = "short",
@@ -34,21 +36,29 @@ def dashboard(profile: Profile) -> Obj:
     nodes = [(f"sum by (partition) (slurm_partition_nodes_{s}{{{sel}}})", f"{{{{partition}}}} {s}")
              for s in NODE_STATES]
     panels = [
-        _panel(1, "Nodes by state per pool (partition)", nodes, 0, 0, stacked=True),
-        _panel(2, "Queue by partition", [
+        _panel(1, "Nodes by state per partition", nodes, 0, 0, stacked=True),
+        _panel(2, "Nodes busy and idle per pool", [
+            (f"count by (pool) (label_replace(slurm_node_cpus_alloc{{{sel}}} > 0, {POOL_OF_NODE}))", "{{pool}} busy"),
+            (f"count by (pool) (label_replace(slurm_node_cpus_alloc{{{sel}}} == 0, {POOL_OF_NODE}))", "{{pool}} idle")],
+            12, 0, stacked=True),
+        _panel(3, "Queue by partition", [
             (f"sum by (partition) (slurm_partition_jobs_pending{{{sel}}})", "{{partition}} pending"),
-            (f"sum by (partition) (slurm_partition_jobs_running{{{sel}}})", "{{partition}} running")], 12, 0),
-        _panel(3, "Jobs started and finished (per minute)", [
-            (f"60 * rate(slurm_jobs_started{{{sel}}}[5m])", "started"),
-            (f"60 * rate(slurm_jobs_completed{{{sel}}}[5m])", "completed"),
-            (f"60 * rate(slurm_jobs_failed{{{sel}}}[5m])", "failed")], 0, 8),
-        _panel(4, "Scheduler cycle", [
-            (f"slurm_sched_cycle_last{{{sel}}}", "main cycle (last)"),
+            (f"sum by (partition) (slurm_partition_jobs_running{{{sel}}})", "{{partition}} running")], 0, 8),
+        # sdiag's counters restart at midnight; increase() treats that as the reset it is.
+        _panel(4, "Jobs started and finished (per 5 minutes)", [
+            (f"increase(slurm_sdiag_jobs_started{{{sel}}}[5m])", "started"),
+            (f"increase(slurm_sdiag_jobs_completed{{{sel}}}[5m])", "completed"),
+            (f"increase(slurm_sdiag_jobs_failed{{{sel}}}[5m])", "failed"),
+            (f"increase(slurm_sdiag_jobs_canceled{{{sel}}}[5m])", "cancelled")], 12, 8),
+        _panel(5, "Scheduler cycle", [
+            (f"slurm_schedule_cycle_last{{{sel}}}", "main cycle (last)"),
             (f"slurm_sched_mean_cycle{{{sel}}}", "main cycle (mean)"),
-            (f"slurm_bf_cycle_last{{{sel}}}", "backfill cycle (last)")], 12, 8, unit="µs"),
-        _panel(5, "GPU allocation", [
-            (f"sum by (partition) (slurm_partition_jobs_gpus_alloc{{{sel}}})", "{{partition}} GPUs allocated")],
-            0, 16),
+            (f"slurm_bf_cycle_last{{{sel}}}", "backfill cycle (last)")], 0, 16, unit="µs"),
+        _panel(6, "GPU allocation", [
+            (f"sum by (partition) (slurm_partition_jobs_gpus_alloc{{{sel}}})", "{{partition}} allocated"),
+            (f"sum by (partition) (slurm_partition_gpus{{{sel}}})", "{{partition}} total"),
+            (f"sum by (pool) (label_replace(slurm_node_gpus_alloc{{{sel}}}, {POOL_OF_NODE}))", "pool {{pool}} allocated")],
+            12, 16),
     ]
     return {
         "title": f"Slurm {profile.name}", "uid": f"slurmk8s-{profile.name}"[:40], "editable": True,
