@@ -194,6 +194,7 @@ def gpu_less_research(profile: dict) -> None:
     a LoadBalancer (its metrics Service stays)."""
     spec = profile["spec"]
     spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
+    spec.pop("volumes", None)  # its /home claim asks for an RWX class kind lacks
     spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
     spec["login"] = {"replicas": 1, "authorizedKeys": spec["login"]["authorizedKeys"]}
     spec["metrics"]["monitor"] = "none"
