@@ -80,6 +80,9 @@ CASES: list[tuple[str, str | bytes | None, list[str]]] = [
      + "  metrics: {enabled: true}\n",
      ["bad.yaml:6:20: spec.slurm.config.PrivateData: slurmctld turns its metrics off when PrivateData is set; "
       "drop it or spec.metrics"]),
+    ("label-key-too-long", edit("      memory: 2Gi\n", "      memory: 2Gi\n      nodeSelector: {" + "k" * 320 + ": x}\n"),
+     ["bad.yaml:11:22: spec.pools[0].nodeSelector." + "k" * 320 + ": key '" + "k" * 59 + "...(320 characters) is "
+      "longer than 317 characters"]),
     ("pool-checks-without-health", edit("      memory: 2Gi\n", "      memory: 2Gi\n      healthChecks: "
                                         "[{name: nfs, command: 'test -d /nfs'}]\n"),
      ["bad.yaml:11:7: spec.pools[0].healthChecks: pool checks run only with spec.healthChecks.enabled: true"]),
