@@ -30,6 +30,8 @@ def measure(workers: int, latency: float) -> list[tuple[int, float]]:
     stub = ApiStub(latency=latency).start()
     # gpu-ib's h100 pool bursts with KEDA: the cluster serves its CRD (the preflight checks it does)
     stub.discovery["/apis/keda.sh/v1alpha1"] = [{"name": "scaledobjects", "kind": "ScaledObject", "namespaced": True}]
+    stub.discovery["/apis/monitoring.coreos.com/v1"] = [  # gpu-ib's ServiceMonitor
+        {"name": "servicemonitors", "kind": "ServiceMonitor", "namespaced": True}]
     try:
         kubeconfig = stub.write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
         results = []

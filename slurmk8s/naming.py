@@ -37,6 +37,7 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POOL = "slurmk8s.io/pool"
 LABEL_DOMAIN = "slurmk8s.io/topology-domain"  # the leaf domain of a pinned pool segment
+LABEL_METRICS = "slurmk8s.io/metrics"  # on the Service a ServiceMonitor selects
 LABEL_SHAPE = "slurmk8s.io/shape"  # the side-by-side node shape of a shared slurmd pod
 ANNOTATION_CONFIG_HASH = "slurmk8s.io/config-hash"
 ANNOTATION_NODE_NAMES = "slurmk8s.io/slurm-nodes"
@@ -213,6 +214,21 @@ def accounts_job(cluster: str, digest: str) -> str:
     """The Job applying the account tree; named by its content, so a changed tree is a new Job (a Job's
     pod template cannot be changed in place)."""
     return f"{cluster}-accounts-{digest[:8]}"
+
+
+def metrics_service(cluster: str) -> str:
+    """The ClusterIP Service in front of slurmctld's OpenMetrics endpoints (spec.metrics)."""
+    return f"{cluster}-metrics"
+
+
+def health_config_map(cluster: str) -> str:
+    """ConfigMap holding each pool's HealthCheckProgram (spec.healthChecks)."""
+    return f"{cluster}-health"
+
+
+def dashboard_config_map(cluster: str) -> str:
+    """ConfigMap holding the Grafana dashboard (spec.metrics.dashboard)."""
+    return f"{cluster}-dashboard"
 
 
 def applyset_parent(cluster: str) -> str:

@@ -50,6 +50,12 @@ class Dialect:
         return self.at_least("25.05")
 
     @property
+    def has_openmetrics(self) -> bool:
+        """MetricsType=metrics/openmetrics: slurmctld serves /metrics/* on its own port from 25.11
+        (https://slurm.schedmd.com/metrics.html; checked on 26.05 in the lab)."""
+        return self.at_least("25.11")
+
+    @property
     def needs_cloud_reg_addrs(self) -> bool:
         """22.05 needs SlurmctldParameters=cloud_reg_addrs; later releases do it by default
         (24.11 and 26.05 reject the option as defunct, seen in the lab)."""

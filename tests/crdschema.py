@@ -19,6 +19,8 @@ SCHEMA_FILES = {
     ("argoproj.io/v1alpha1", "ApplicationSet"): "argoproj.io/applicationset_v1alpha1.json",
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"): "kustomize.config.k8s.io/kustomization_v1beta1.json",
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh/scaledobject_v1alpha1.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com/servicemonitor_v1.json",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "monitoring.coreos.com/podmonitor_v1.json",
 }
 
 # The CRDs leave metadata open ({"type": "object"}); we hold it to the ObjectMeta fields we write.

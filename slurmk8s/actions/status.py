@@ -21,15 +21,45 @@ def format_status(status) -> str:
     return f"{objects}\n\n{pods}\n\nsinfo:\n{status.sinfo}\n"
 
 
-def status_document(status, bundle, kube) -> dict:
-    """`status -o json|yaml`: the same three sections, plus whether the cluster is healthy and why not."""
-    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
+def status_document(status, bundle, kube, view=None) -> dict:
+    """`status -o json|yaml`: the same sections, plus whether the cluster is healthy and why not (docs/status.md)."""
+    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
             "healthy": not status.problems, "problems": list(status.problems),
             "objects": [{"ref": o.ref, "kind": o.ref.split("/", 1)[0], "name": o.ref.split("/", 1)[1], "state": o.state}
                         for o in status.objects],
             "pods": [{"name": p.name, "ready": p.ready, "state": p.state, "restarts": p.restarts, "node": p.node}
                      for p in status.pods],
             "sinfo": status.sinfo}
+    if view is not None:
+        from slurmk8s.actions.slurmview import view_document
+        doc["slurm"] = view_document(view, partitions_of(bundle))
+    return doc
+
+
+def pools_of(bundle) -> set[str]:
+    """The pools of the bundle, from its StatefulSets' pool labels."""
+    from slurmk8s import naming
+    return {o["metadata"]["labels"][naming.LABEL_POOL] for o in bundle.of_kind("StatefulSet")
+            if naming.LABEL_POOL in o["metadata"]["labels"]}
+
+
+def partitions_of(bundle) -> list[str]:
+    """The partitions slurm.conf defines."""
+    import re
+    return sorted(set(re.findall(r"^PartitionName=(\S+)", bundle.files.get("slurm.conf", ""), re.M)))
+
+
+def slurm_view(status, run, bundle):
+    """What slurmctld says (nodes, jobs, its own health); its error when it cannot be asked."""
+    from slurmk8s.actions.slurmview import SlurmView, read_view
+    from slurmk8s.errors import ClusterError
+
+    if run is None or status.sinfo.startswith(("unavailable", "(not asked)")):
+        return SlurmView(error=status.sinfo)
+    try:
+        return read_view(run, pools_of(bundle))
+    except ClusterError as e:
+        return SlurmView(error=f"unavailable: {e}")
 
 
 def health_line(status, cluster: str) -> str:
@@ -54,14 +84,22 @@ def run_status(profile_path: str, access, verbose: bool = False, echo: Callable[
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.inspect import cluster_status
 
+    from dataclasses import replace
+    from slurmk8s.actions.slurmview import format_view
+
     bundle = render_file(profile_path)
     kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
     pod = controller_pod(bundle.cluster)
-    status = cluster_status(kube, bundle, exec_in_controller or controller_exec(kube, bundle.namespace, pod), pod)
+    run = exec_in_controller or controller_exec(kube, bundle.namespace, pod)
+    status = cluster_status(kube, bundle, run, pod)
+    view = slurm_view(status, run, bundle)
+    status = replace(status, problems=status.problems + view.problems)  # a degraded Slurm makes status exit 1
     if output != "text":
         (note or echo)(header(bundle, kube))
-        echo(format_document(status_document(status, bundle, kube), output).rstrip("\n"))
+        echo(format_document(status_document(status, bundle, kube, view), output).rstrip("\n"))
         return status
     echo(header(bundle, kube) + "\n")
     echo(format_status(status).rstrip("\n"))
+    if not view.error:
+        echo("\n" + format_view(view, partitions_of(bundle)))
     return status

@@ -10,6 +10,7 @@ from typing import Any
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
+from slurmk8s.profile.observe import check_observe
 from slurmk8s.profile.identity import check_identity, scheduling_with_identity_accounts
 from slurmk8s.profile.pods import check_pods
 from slurmk8s.profile.resources import check_resources
@@ -75,6 +76,7 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
                                    {p.name for p in profile.partitions})
     problems += check_topology(profile.topology, spec, profile.name, profile.version,
                                {p.name: (p.max_replicas, p.elastic) for p in profile.pools})
+    problems += check_observe(spec, profile.version, profile.metrics, profile.health_checks)
     return problems
 
 

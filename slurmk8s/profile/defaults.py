@@ -83,6 +83,15 @@ DEFAULTS: dict[str, object] = {
     "spec.scheduling.preemption.mode": "requeue",
     "spec.scheduling.accounts[].fairshare": 1,
     "spec.scheduling.qos[].priority": 0,
+    "spec.metrics.enabled": False,
+    "spec.metrics.monitor": "ServiceMonitor",
+    "spec.metrics.interval": "30s",
+    "spec.metrics.scraperNamespace": "monitoring",
+    "spec.metrics.dashboard": False,
+    "spec.healthChecks.enabled": False,
+    "spec.healthChecks.interval": 60,
+    "spec.healthChecks.minFreeDisk": "1Gi",
+    "spec.healthChecks.diskPaths": ["/var/spool/slurmd", "/tmp"],
 }
 
 # Used when the profile lists no partitions: one default partition with every pool.

@@ -17,6 +17,7 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
+from slurmk8s.profile.observe import load_health_checks, load_metrics
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
 from slurmk8s.profile.pods import load_pods
 from slurmk8s.profile.resources import load_resources
@@ -38,8 +39,10 @@ MAX_PROFILE_BYTES = 1024 * 1024
 # new line in slurm.conf or slurmdbd.conf (StorageHost=db\nPurgeJobAfter=1) or in a manifest.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-# Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject.
-_MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query")}
+# Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject, a pool's
+# health check command (a shell function body in the rendered script).
+_MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query"),
+                     ("spec", "pools", None, "healthChecks", None, "command")}
 # Mappings whose values are whole files (their keys are still checked): spec.slurm.extraFiles.
 _MULTILINE_MAPS = {("spec", "slurm", "extraFiles")}
 
@@ -171,6 +174,8 @@ def _to_model(doc: dict, source: str) -> Profile:
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        metrics=load_metrics(spec.get("metrics")),
+        health_checks=load_health_checks(spec.get("healthChecks"), spec["pools"]),
         identity=load_identity(spec.get("identity")),
         volumes=load_volumes(spec.get("volumes")),
         daemon_resources=load_resources(spec),

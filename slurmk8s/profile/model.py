@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics
 from slurmk8s.profile.identity import Identity
 from slurmk8s.profile.pods import PodSettings
 from slurmk8s.profile.resources import DaemonResources, load_resources
@@ -157,6 +158,8 @@ class Profile:
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
+    metrics: Metrics = field(default_factory=lambda: load_metrics({}))  # spec.metrics (profile/observe.py)
+    health_checks: HealthChecks = field(default_factory=lambda: load_health_checks({}, []))  # spec.healthChecks
     identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
     volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
     # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)

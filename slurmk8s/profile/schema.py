@@ -128,8 +128,14 @@ def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
                 if missing not in err.instance:
                     add(err, path, f"missing required field '{missing}'", False, missing)
         elif "propertyNames" in err.schema_path:
-            words = str(err.cause) if err.validator == "format" and err.cause is not None else \
-                f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}"
+            if err.validator == "format" and err.cause is not None:
+                words = str(err.cause)
+            elif err.validator == "pattern":
+                words = f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}"
+            elif err.validator == "maxLength":  # a label key over 317 characters, say (found by the fuzz campaign)
+                words = f"key {describe_value(err.instance)} is longer than {err.validator_value} characters"
+            else:
+                words = f"key {describe_value(err.instance)}: {err.message}"
             add(err, path + (err.instance,), words, True)
         else:
             add(err, path, _word(err), False)

@@ -9,8 +9,8 @@ from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, accounts, cluster, controller, identity, keda, login, podextras, power, restapi, security, sidebyside,
-    volumes, workers,
+    accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
+    restapi, security, sidebyside, volumes, workers,
 )
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
@@ -83,6 +83,8 @@ def render(profile: Profile) -> Bundle:
         objects.append(accounting.build_configmap_slurmdbd(profile, dbd_conf))
     if profile.login.replicas:
         objects.append(login.build_configmap_login(profile))
+    if health.health_on(profile):
+        objects.append(health.build_configmap_health(profile))
     objects += volumes.build_pvcs_volumes(profile)
     shared_claim = controller.build_pvc_controller_shared(profile)
     if shared_claim:
@@ -105,6 +107,7 @@ def render(profile: Profile) -> Bundle:
             objects.append(cluster.build_networkpolicy_login(profile))
         if profile.restapi_enabled:
             objects.append(cluster.build_networkpolicy_restapi(profile))
+    objects += metrics.build_metrics_objects(profile)  # Service, policy, monitor, dashboard (spec.metrics)
     objects += [workers.build_pdb_pool(profile, p) for p in profile.pools]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
@@ -112,7 +115,8 @@ def render(profile: Profile) -> Bundle:
         objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
     controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
-    objects += [sts for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurm_hash)]
+    objects += [health.with_health_check(profile, sts)
+                for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurm_hash)]
     objects += sidebyside.build_daemonsets_shared(profile, slurm_hash)
     if profile.login.replicas:
         objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))

@@ -14,6 +14,8 @@ from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render import fence, jobdefaults, topology
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
+HEALTH_DIR = "/opt/slurmk8s/health"  # each pool pod mounts its pool's HealthCheckProgram here (render/k8s/health.py)
+HEALTH_PROGRAM = f"{HEALTH_DIR}/check"
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
 SLURM_KEY_PATH = "/etc/slurm/slurm.key"
 
@@ -111,6 +113,17 @@ def scheduling_settings(profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+def observe_settings(profile: Profile) -> list[tuple[str, str]]:
+    """slurm.conf keys of spec.metrics and spec.healthChecks (docs/metrics.md, docs/health-checks.md)."""
+    out = []
+    if profile.metrics.enabled:
+        out.append(("MetricsType", "metrics/openmetrics"))
+    if profile.health_checks.enabled:
+        out += [("HealthCheckProgram", HEALTH_PROGRAM), ("HealthCheckInterval", str(profile.health_checks.interval)),
+                ("HealthCheckNodeState", "ANY")]
+    return out
+
+
 def render_slurm_conf(profile: Profile) -> str:
     """slurm.conf: controllers, auth, plugins, accounting, every node of every pool, partitions."""
     nodes = [
@@ -160,6 +173,7 @@ def render_slurm_conf(profile: Profile) -> str:
         scheduling=scheduling_settings(profile),
         topology_plugin=topology.topology_plugin(profile),
         topology_file=topology.topology_file_name(profile),
+        observe=observe_settings(profile),
     )
 
 

@@ -190,14 +190,16 @@ class TestKindTopology:
 # ---------------------------------------------------------------- slurmrestd, on the same cluster
 
 def gpu_less_research(profile: dict) -> None:
-    """gpu-ib without what kind lacks: GPUs, RDMA, Multus, KEDA, an RWX class, a LoadBalancer."""
+    """gpu-ib without what kind lacks: GPUs, RDMA, Multus, KEDA, the prometheus-operator's CRDs, an RWX class,
+    a LoadBalancer (its metrics Service stays)."""
     spec = profile["spec"]
     spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
     spec.pop("volumes", None)  # its /home claim asks for an RWX class kind lacks
     spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
     spec["login"] = {"replicas": 1, "authorizedKeys": spec["login"]["authorizedKeys"]}
+    spec["metrics"]["monitor"] = "none"
     for pool in spec["pools"]:
-        for key in ("gpus", "rdma", "keda", "nodeSelector", "tolerations"):
+        for key in ("gpus", "rdma", "keda", "nodeSelector", "tolerations", "healthChecks"):
             pool.pop(key, None)
         pool.update(cpus=1, memory="1Gi", replicas=1, minReplicas=1 if pool["name"] == "a100" else 0, maxReplicas=2)
         pool["features"] = [f for f in pool.get("features", []) if f != "ib"]
@@ -231,8 +233,27 @@ print(json.dumps(get(ping)))
 """
 
 
+METRICS_SCRAPE = """
+import sys, urllib.request
+with urllib.request.urlopen("http://research-metrics:6817" + sys.argv[1], timeout=30) as r:
+    print(r.status)
+    print(r.read().decode())
+"""
+
+
 class TestRestApi:
-    """A GPU-less copy of profiles/gpu-ib.yaml with slurmrestd."""
+    """A GPU-less copy of profiles/gpu-ib.yaml with slurmrestd (and Slurm's own metrics)."""
+
+    def test_the_metrics_service_answers_inside_the_cluster(self, research: Cluster) -> None:
+        """slurmctld's OpenMetrics through the rendered ClusterIP Service, from the login pod."""
+        for path in ("/metrics/partitions", "/metrics/nodes", "/metrics/jobs", "/metrics/scheduler"):
+            out = research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",
+                                   "python3", "-c", METRICS_SCRAPE, path).stdout
+            assert out.startswith("200\n"), (path, out[:300])
+            assert "# TYPE slurm_" in out, (path, out[:300])
+        partitions = research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",
+                                      "python3", "-c", METRICS_SCRAPE, "/metrics/partitions").stdout
+        assert 'slurm_partition_jobs_pending{partition="h100"}' in partitions, partitions[:2000]
 
     def test_slurmdbd_serves_the_cluster_with_the_jwt_key(self, research: Cluster) -> None:
         clusters = research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",

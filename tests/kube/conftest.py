@@ -16,6 +16,10 @@ def stub():
     server = ApiStub().start()
     # A GPU cluster with KEDA installed (profiles/gpu-ib.yaml renders a ScaledObject).
     server.discovery["/apis/keda.sh/v1alpha1"] = [{"name": "scaledobjects", "kind": "ScaledObject", "namespaced": True}]
+    # and the prometheus-operator (gpu-ib renders a ServiceMonitor)
+    server.discovery["/apis/monitoring.coreos.com/v1"] = [
+        {"name": "servicemonitors", "kind": "ServiceMonitor", "namespaced": True},
+        {"name": "podmonitors", "kind": "PodMonitor", "namespaced": True}]
     yield server
     server.stop()
 

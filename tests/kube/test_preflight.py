@@ -34,6 +34,14 @@ def test_a_missing_crd_stops_up_before_anything_is_written(stub, kubeconfig):
     assert writes(stub) == []
 
 
+def test_a_servicemonitor_needs_the_prometheus_operators_crd(stub, kubeconfig):
+    stub.discovery.pop("/apis/monitoring.coreos.com/v1")
+    line = one_line_error(slurmk8s("up", GPU_IB, "--kubeconfig", kubeconfig, "--no-wait"))
+    assert line == ("the cluster does not serve ServiceMonitor (monitoring.coreos.com/v1); is its "
+                    "CustomResourceDefinition installed?")
+    assert writes(stub) == []
+
+
 def test_a_missing_crd_fails_the_dry_run_too(stub, up):
     stub.discovery.pop("/apis/keda.sh/v1alpha1")
     with pytest.raises(ClusterError, match="does not serve ScaledObject"):

@@ -51,7 +51,7 @@ def edit(old: str, new: str) -> str:
     return BASE.replace(old, new, 1)
 
 
-POOL_FIELDS = ("cpus, features, gpus, keda, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, "
+POOL_FIELDS = ("cpus, features, gpus, healthChecks, keda, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, "
                "tolerations")
 DNS1035 = ("a DNS-1035 label (lowercase letters, digits and '-', starting with a letter "
            "and ending with a letter or digit)")
@@ -61,7 +61,31 @@ VERSIONS = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"
 CASES: list[tuple[str, str | bytes | None, list[str]]] = [
     ("keda-on-fixed-pool", edit("      memory: 2Gi\n", "      memory: 2Gi\n      keda: {serverAddress: 'http://p:9090', "
                                 "query: q, threshold: '1'}\n"),
-     ["bad.yaml:11:7: spec.pools[0].keda: KEDA needs an elastic pool (minReplicas < maxReplicas); this one has 1..1"]),
+     ["bad.yaml:11:7: spec.pools[0].keda: KEDA needs an elastic pool (minReplicas < maxReplicas); this one has 1..1",
+      "bad.yaml:11:7: spec.pools[0].keda: this KEDA trigger has no metric source: nothing in the cluster exports "
+      "metrics; set spec.metrics.enabled: true (Slurm's own openmetrics, 25.11+)"]),
+    ("keda-without-metrics", edit("      memory: 2Gi\n", "      memory: 2Gi\n      maxReplicas: 4\n      keda: "
+                                  "{serverAddress: 'http://p:9090', query: q, threshold: '1'}\n"),
+     ["bad.yaml:12:7: spec.pools[0].keda: this KEDA trigger has no metric source: nothing in the cluster exports "
+      "metrics; set spec.metrics.enabled: true (Slurm's own openmetrics, 25.11+)"]),
+    ("keda-unknown-metric", edit("      memory: 2Gi\n", "      memory: 2Gi\n      maxReplicas: 4\n      keda: "
+                                 "{serverAddress: 'http://p:9090', query: 'sum(slurm_queue_pending)', threshold: '1'}\n")
+     + "  metrics: {enabled: true}\n",
+     ["bad.yaml:12:53: spec.pools[0].keda.query: slurm_queue_pending is not a metric slurmctld exports "
+      "(docs/metrics.md lists them)"]),
+    ("metrics-on-2411", edit("spec:\n", "spec:\n  slurm: {version: '24.11'}\n") + "  metrics: {enabled: true}\n",
+     ['bad.yaml:12:22: spec.metrics.enabled: Slurm 24.11 has no metrics/openmetrics (it came in 25.11); use 25.11 '
+      "or later, or run an exporter yourself (docs/metrics.md says which)"]),
+    ("metrics-with-privatedata", edit("spec:\n", "spec:\n  slurm: {config: {PrivateData: jobs}}\n")
+     + "  metrics: {enabled: true}\n",
+     ["bad.yaml:6:20: spec.slurm.config.PrivateData: slurmctld turns its metrics off when PrivateData is set; "
+      "drop it or spec.metrics"]),
+    ("label-key-too-long", edit("      memory: 2Gi\n", "      memory: 2Gi\n      nodeSelector: {" + "k" * 320 + ": x}\n"),
+     ["bad.yaml:11:22: spec.pools[0].nodeSelector." + "k" * 320 + ": key '" + "k" * 59 + "...(320 characters) is "
+      "longer than 317 characters"]),
+    ("pool-checks-without-health", edit("      memory: 2Gi\n", "      memory: 2Gi\n      healthChecks: "
+                                        "[{name: nfs, command: 'test -d /nfs'}]\n"),
+     ["bad.yaml:11:7: spec.pools[0].healthChecks: pool checks run only with spec.healthChecks.enabled: true"]),
     ("yaml-syntax", "a: [1, 2\n",
      ["bad.yaml:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"]),
     ("empty-file", "", ["bad.yaml:1:1: the file is empty: expected a ClusterProfile mapping"]),

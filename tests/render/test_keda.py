@@ -10,7 +10,7 @@ from slurmk8s.render import render
 
 PROFILE = {
     "apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata": {"name": "k"},
-    "spec": {"pools": [
+    "spec": {"metrics": {"enabled": True}, "pools": [
         {"name": "gpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 8, "cpus": 4, "memory": "8Gi",
          "keda": {"serverAddress": "http://prom:9090", "query": "sum(pending)", "threshold": "2"}},
         {"name": "cpu", "replicas": 2, "maxReplicas": 4, "cpus": 2, "memory": "2Gi"},
