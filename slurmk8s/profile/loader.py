@@ -15,7 +15,7 @@ from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
 from slurmk8s.profile.kubevalues import toleration_findings
 from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
-    Rdma, SecretRef, Storage,
+    Rdma, Rollout, SecretRef, Storage,
 )
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
@@ -164,6 +164,8 @@ def _to_model(doc: dict, source: str) -> Profile:
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        rollout=Rollout(drain_timeout=_get(spec.get("rollout", {}), "drainTimeout", "spec.rollout.drainTimeout"),
+                        max_unavailable=_get(spec.get("rollout", {}), "maxUnavailable", "spec.rollout.maxUnavailable")),
         source=source,
     )
 

@@ -127,6 +127,14 @@ class PowerSaving:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """spec.rollout: how `slurmk8s rollout` replaces slurmd pods."""
+
+    drain_timeout: int = 3600
+    max_unavailable: int = 1
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated, fully defaulted cluster profile."""
 
@@ -152,6 +160,7 @@ class Profile:
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
+    rollout: Rollout = field(default_factory=Rollout)  # spec.rollout
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

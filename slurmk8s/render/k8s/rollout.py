@@ -1,0 +1,140 @@
+"""Job-safe replacement of slurmd pods: OnDelete pools, the Slurm version on every workload, busy-aware
+PodDisruptionBudgets, and the GitOps hook that runs the rollout (render/rollout.py) from inside the cluster.
+
+The hook (a ServiceAccount, a Role, its binding, a ConfigMap and a Job) goes in Bundle.hooks: Argo CD
+runs it as a PostSync hook and Helm as a post-upgrade hook (output/argocd.py, output/helm.py); `up`
+does the same work itself (actions/rollout.py).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.render import rollout
+from slurmk8s.render.k8s.common import Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, volume_config
+from slurmk8s.render.topology import pool_segments
+
+ROLLOUT_DIR = "/etc/slurmk8s/rollout"
+# How long one replaced pod may take to come back Ready and registered (image pulls count).
+READY_TIMEOUT = 900
+# Components whose workloads carry the Slurm release they run.
+SLURM_COMPONENTS = (naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
+WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet")
+
+
+def with_rollout_fields(profile: Profile, obj: Obj) -> Obj:
+    """A copy of a workload with the Slurm version annotation, and OnDelete for a pool's StatefulSet."""
+    labels = obj["metadata"].get("labels") or {}
+    if obj["kind"] not in WORKLOADS or labels.get(naming.LABEL_COMPONENT) not in SLURM_COMPONENTS:
+        return obj
+    annotations = {**obj["metadata"].get("annotations", {}), naming.ANNOTATION_SLURM_VERSION: profile.version}
+    out = {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
+    if obj["kind"] == "StatefulSet" and rollout.is_pool_statefulset(obj):
+        # A changed template replaces no pod by itself: the rollout drains each node first.
+        out["spec"] = {**obj["spec"], "updateStrategy": {"type": rollout.ON_DELETE}}
+    return out
+
+
+def build_pdbs_pool(profile: Profile, pool: Pool) -> list[Obj]:
+    """Two budgets per pool, disjoint (the eviction API refuses a pod two budgets select): idle pods one
+    at a time, busy pods (a job runs on them, label slurmk8s.io/busy=true) never."""
+    name = naming.pool_statefulset(profile.name, pool.name)
+    labels = naming.selector_labels(profile.name, naming.WORKER, pool.name)
+    idle = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(profile, name, naming.WORKER, pool.name),
+            "spec": {"maxUnavailable": 1,
+                     "selector": {"matchLabels": dict(labels),
+                                  "matchExpressions": [{"key": naming.LABEL_BUSY, "operator": "NotIn",
+                                                        "values": ["true"]}]}}}
+    busy = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(profile, f"{name}-busy", naming.WORKER, pool.name),
+            "spec": {"maxUnavailable": 0,
+                     "selector": {"matchLabels": {**labels, naming.LABEL_BUSY: "true"}}}}
+    return [idle, busy]
+
+
+@lru_cache(maxsize=1)
+def rollout_programs() -> dict[str, str]:
+    """The hook's two files: its runner and the shared driver (this package's render/rollout.py)."""
+    base = resources.files("slurmk8s.render")
+    return {"rollout.py": base.joinpath("scripts/rollout.py").read_text("utf-8"),
+            "rollout_core.py": base.joinpath("rollout.py").read_text("utf-8")}
+
+
+def pool_statefulsets(profile: Profile) -> list[str]:
+    return sorted(s.statefulset for p in profile.pools for s in pool_segments(profile, p))
+
+
+def pool_pods(profile: Profile) -> list[str]:
+    """Every pod name a pool can have (its slots), for the Role's resourceNames."""
+    return sorted(naming.pod_name(s.statefulset, i) for p in profile.pools for s in pool_segments(profile, p)
+                  for i in range(s.slots))
+
+
+def rollout_settings(profile: Profile) -> str:
+    return json.dumps({"statefulsets": pool_statefulsets(profile), "maxUnavailable": profile.rollout.max_unavailable,
+                       "drainTimeout": profile.rollout.drain_timeout, "readyTimeout": READY_TIMEOUT},
+                      indent=2, sort_keys=True) + "\n"
+
+
+def build_hooks_rollout(profile: Profile, pool_templates: list[Obj]) -> list[Obj]:
+    """ServiceAccount, Role, RoleBinding, ConfigMap and Job of the in-cluster rollout, in that order."""
+    name = naming.component_name(profile.name, naming.ROLLOUT)
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(profile, name, naming.ROLLOUT),
+          "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": meta(profile, name, naming.ROLLOUT),
+            "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                       "resourceNames": pool_statefulsets(profile), "verbs": ["get"]},
+                      {"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile),
+                       "verbs": ["get", "delete"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": meta(profile, name, naming.ROLLOUT),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": profile.namespace}]}
+    data = {**rollout_programs(), "settings.json": rollout_settings(profile)}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.ROLLOUT),
+                 "data": dict(sorted(data.items()))}
+    return [sa, role, binding, configmap, build_job_rollout(profile, data, pool_templates)]
+
+
+def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: list[Obj]) -> Obj:
+    """The Job; named by the pool templates it rolls to and what it runs, so each change is a new Job."""
+    image = profile.images.controller
+    runner = {
+        "name": "rollout",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["python3", f"{ROLLOUT_DIR}/rollout.py"],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        # SlurmUser may drain and resume nodes; nothing here needs root.
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "rollout", "mountPath": ROLLOUT_DIR,
+                                                              "readOnly": True}],
+    }
+    volumes = volume_config(profile) + [{"name": "rollout", "configMap": {
+        "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
+    # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
+    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)], volumes,
+                   {"restartPolicy": "Never", "automountServiceAccountToken": True,
+                    "securityContext": {"fsGroup": naming.SLURM_UID}})
+    slots = sum(s.slots for p in profile.pools for s in pool_segments(profile, p))
+    batches = -(-slots // profile.rollout.max_unavailable)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": meta(profile, naming.rollout_job(profile.name, config_hash(pool_templates, data, image)),
+                         naming.ROLLOUT),
+        "spec": {
+            # A stopped rollout (jobs outlived drainTimeout) fails the sync and says why; retrying
+            # would only wait again.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": batches * (profile.rollout.drain_timeout + READY_TIMEOUT) + 600,
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {"metadata": {"labels": naming.object_labels(profile.name, naming.ROLLOUT)}, "spec": pod},
+        },
+    }
