@@ -164,8 +164,7 @@ def run_rollout(effects: Effects, settings: Settings, pool: str | None = None) -
     plan = batches(stale_pods(effects.statefulsets(), effects.pods(), pool), settings.max_unavailable)
     total = sum(len(b) for b in plan)
     if not total:
-        effects.say("rollout: every slurmd pod is on its StatefulSet's current revision")
-        return outcome
+        return outcome  # quiet: `up` runs this after every apply
     effects.say(f"rollout: {total} slurmd pod(s) to replace, {settings.max_unavailable} at a time")
     for batch in plan:
         _replace_batch(effects, settings, batch, outcome)
