@@ -359,6 +359,8 @@ class ApiStub:
             gone = bucket.pop(name)
             if self.auto_ready and gone.get("kind") in ("StatefulSet", "Deployment"):
                 self._sync_pods(collection, gone, 0)
+            if self.auto_ready and _plural(collection) == "pods":
+                self._recreate_pod(collection, name)
         return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
 
     def _new_object(self, obj: Obj, manager: str, operation: str) -> Obj:
@@ -377,6 +379,32 @@ class ApiStub:
         obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": replicas,
                          "readyReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas}
         self._sync_pods(collection, obj, replicas)
+        if obj["kind"] == "StatefulSet":
+            self._sync_revisions(collection, obj)
+
+    def _sync_revisions(self, collection: str, sts: Obj) -> None:
+        """As the StatefulSet controller: updateRevision names the template; pods carry the revision they were
+        made from; OnDelete leaves existing pods on theirs until they are deleted."""
+        revision = f"{sts['metadata']['name']}-{revision_of(sts['spec']['template'])}"
+        pods = self._bucket(f"/api/v1/namespaces/{_namespace_of(collection)}/pods")
+        on_delete = (sts["spec"].get("updateStrategy") or {}).get("type") == "OnDelete"
+        members = [p for n, p in pods.items() if ordinal(sts["metadata"]["name"], n) is not None]
+        for pod in members:
+            labels = pod["metadata"].setdefault("labels", {})
+            if not on_delete or "controller-revision-hash" not in labels:
+                labels["controller-revision-hash"] = revision
+        sts.setdefault("status", {}).update(updateRevision=revision, updatedReplicas=sum(
+            1 for p in members if p["metadata"]["labels"]["controller-revision-hash"] == revision))
+
+    def _recreate_pod(self, collection: str, name: str) -> None:
+        """A deleted StatefulSet pod comes back at once, on its StatefulSet's update revision."""
+        sets = self._bucket(collection.rsplit("/pods", 1)[0].replace("/api/v1/", "/apis/apps/v1/") + "/statefulsets")
+        for sts in sets.values():
+            n = ordinal(sts["metadata"]["name"], name)
+            if n is not None and n < sts["spec"].get("replicas", 1):
+                labels = dict(sts["spec"]["template"]["metadata"].get("labels", {}))
+                self._bucket(collection)[name] = make_pod(name, labels, ready=True)
+                self._sync_revisions(collection.rsplit("/pods", 1)[0] + "/statefulsets", sts)
 
     def _sync_pods(self, collection: str, workload: Obj, replicas: int) -> None:
         pods = self._bucket(f"/api/v1/namespaces/{_namespace_of(collection)}/pods")
@@ -387,6 +415,18 @@ class ApiStub:
         labels = workload["spec"]["template"]["metadata"].get("labels", {})
         for i in range(replicas):
             pods.setdefault(f"{prefix}{i}", make_pod(f"{prefix}{i}", labels, ready=True))
+
+
+def ordinal(statefulset: str, pod: str) -> int | None:
+    """The ordinal of a pod of that StatefulSet, None for any other pod."""
+    rest = pod[len(statefulset) + 1:] if pod.startswith(statefulset + "-") else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def revision_of(template: Obj) -> str:
+    """A stable 10-character name for a pod template, like the controller's revision hash."""
+    import hashlib
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def make_pod(name: str, labels: dict[str, str], ready: bool, waiting: tuple[str, str] | None = None,
