@@ -9,8 +9,9 @@ from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, accounts, cluster, controller, keda, login, power, restapi, rollout, security, sidebyside, workers,
+    accounting, accounts, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
 )
+from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
@@ -95,7 +96,7 @@ def render(profile: Profile) -> Bundle:
             objects.append(cluster.build_networkpolicy_login(profile))
         if profile.restapi_enabled:
             objects.append(cluster.build_networkpolicy_restapi(profile))
-    objects += [pdb for p in profile.pools for pdb in rollout.build_pdbs_pool(profile, p)]
+    objects += [pdb for p in profile.pools for pdb in k8s_rollout.build_pdbs_pool(profile, p)]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
@@ -110,13 +111,13 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
-    objects = [security.with_scan_annotations(rollout.with_rollout_fields(profile, o)) for o in objects]
+    objects = [security.with_scan_annotations(k8s_rollout.with_rollout_fields(profile, o)) for o in objects]
     hooks = [security.with_scan_annotations(accounts.build_job_accounts(profile, slurm_hash))] \
         if manages_accounts(profile) else []
     if profile.pools:
         templates = [o["spec"]["template"] for o in objects if o["kind"] == "StatefulSet"
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
-        hooks += [security.with_scan_annotations(h) for h in rollout.build_hooks_rollout(profile, templates)]
+        hooks += [security.with_scan_annotations(h) for h in k8s_rollout.build_hooks_rollout(profile, templates)]
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:
