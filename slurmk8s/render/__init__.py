@@ -48,7 +48,7 @@ def _refuse_name_collisions(profile: Profile, objects: list[dict]) -> None:
 
 def render(profile: Profile) -> Bundle:
     """Every Kubernetes object and Slurm file of a cluster, in apply order."""
-    files = render_slurm_files(profile)
+    files = k8s_rollout.with_busy_marking(profile, render_slurm_files(profile))
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
     acc = profile.accounting
@@ -96,6 +96,7 @@ def render(profile: Profile) -> Bundle:
             objects.append(cluster.build_networkpolicy_login(profile))
         if profile.restapi_enabled:
             objects.append(cluster.build_networkpolicy_restapi(profile))
+    objects += k8s_rollout.build_busy_objects(profile)
     objects += [pdb for p in profile.pools for pdb in k8s_rollout.build_pdbs_pool(profile, p)]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))

@@ -160,3 +160,47 @@ def test_the_in_cluster_script_runs_the_rollout_from_its_config_map(tmp_path: Pa
     assert api.deleted == ["dev-cpu-0"]
     assert [c[:4] for c in commands if c[0] == "scontrol"] == [
         ["scontrol", "update", "nodename=cpu-0", "state=drain"], ["scontrol", "update", "nodename=cpu-0", "state=resume"]]
+
+
+def test_slurmctld_marks_pool_pods_busy_through_a_narrow_role() -> None:
+    bundle = render_file(KIND_DEV)
+    conf = bundle.files["slurm.conf"]
+    assert "PrologSlurmctld=/etc/slurmk8s/busy/prolog\nEpilogSlurmctld=/etc/slurmk8s/busy/epilog\n" in conf
+    assert conf.index("PrologSlurmctld=") < conf.index("\nNodeName=")
+    assert bundle.find("Role", "dev-busy")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "resourceNames": [f"dev-cpu-{i}" for i in range(4)], "verbs": ["patch"]}]
+    assert bundle.find("RoleBinding", "dev-busy")["subjects"][0]["name"] == "dev-controller"
+    pod = bundle.find("StatefulSet", "dev-controller")["spec"]["template"]["spec"]
+    (slurmctld,) = [c for c in pod["containers"] if c["name"] == "slurmctld"]
+    assert {"name": "busy", "mountPath": "/etc/slurmk8s/busy", "readOnly": True} in slurmctld["volumeMounts"]
+    assert pod["automountServiceAccountToken"] is True
+
+
+def load_busy(tmp_path: Path, monkeypatch):
+    configmap = render_file(KIND_DEV).find("ConfigMap", "dev-busy")
+    for name, text in configmap["data"].items():
+        (tmp_path / name).write_text(text)
+    spec = importlib.util.spec_from_file_location("busy_hook", tmp_path / "busy.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+@pytest.mark.parametrize("verb, others, labelled", [
+    ("prolog", "", {"dev-cpu-0": "true", "dev-cpu-1": "true"}),
+    ("epilog", "", {"dev-cpu-0": "false", "dev-cpu-1": "false"}),
+    ("epilog", "42", {}),  # another job still holds both nodes: they stay busy
+], ids=["prolog", "epilog-last-job", "epilog-other-job"])
+def test_the_busy_program_labels_the_jobs_pods(tmp_path: Path, monkeypatch, verb, others, labelled) -> None:
+    script = load_busy(tmp_path, monkeypatch)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "cpu-[0-1],shared-node")
+    done = {}
+    monkeypatch.setattr(script, "label", lambda pod, value: done.__setitem__(pod, value))
+
+    def run(argv, **kwargs):
+        out = "cpu-0 cpu-1 shared-node" if argv[:2] == ["scontrol", "show"] else f"7\n{others}"
+        return type("R", (), {"returncode": 0, "stdout": out})()
+    monkeypatch.setattr(script.subprocess, "run", run)
+    script.main(verb)
+    assert done == labelled

@@ -19,6 +19,7 @@ from slurmk8s.render.k8s.common import Obj, config_hash, init_config_container, 
 from slurmk8s.render.topology import pool_segments
 
 ROLLOUT_DIR = "/etc/slurmk8s/rollout"
+BUSY_DIR = "/etc/slurmk8s/busy"  # the busy-marking programs, mounted in slurmctld
 # How long one replaced pod may take to come back Ready and registered (image pulls count).
 READY_TIMEOUT = 900
 # Components whose workloads carry the Slurm release they run.
@@ -36,6 +37,8 @@ def with_rollout_fields(profile: Profile, obj: Obj) -> Obj:
     if obj["kind"] == "StatefulSet" and rollout.is_pool_statefulset(obj):
         # A changed template replaces no pod by itself: the rollout drains each node first.
         out["spec"] = {**obj["spec"], "updateStrategy": {"type": rollout.ON_DELETE}}
+    if obj["kind"] == "StatefulSet" and labels.get(naming.LABEL_COMPONENT) == naming.CONTROLLER and profile.pools:
+        out = with_busy_programs(profile, out)
     return out
 
 
@@ -55,6 +58,59 @@ def build_pdbs_pool(profile: Profile, pool: Pool) -> list[Obj]:
             "spec": {"maxUnavailable": 0,
                      "selector": {"matchLabels": {**labels, naming.LABEL_BUSY: "true"}}}}
     return [idle, busy]
+
+
+def with_busy_marking(profile: Profile, files: dict[str, str]) -> dict[str, str]:
+    """slurm.conf with PrologSlurmctld/EpilogSlurmctld marking pool pods busy or idle (render/scripts/busy.py);
+    the lines go before the node definitions."""
+    if not profile.pools:
+        return files
+    lines = ("# Mark pool pods busy while a job runs, so a PodDisruptionBudget keeps evictions away from them\n"
+             "# (https://slurm.schedmd.com/prolog_epilog.html).\n"
+             f"PrologSlurmctld={BUSY_DIR}/prolog\nEpilogSlurmctld={BUSY_DIR}/epilog\n")
+    conf = files["slurm.conf"]
+    at = conf.find("\nNodeName=")
+    conf = conf + lines if at < 0 else conf[:at + 1] + lines + conf[at + 1:]
+    return {**files, "slurm.conf": conf}
+
+
+def busy_nodes(profile: Profile) -> str:
+    """nodes.json: node <pool>-<n> is pod n - offset of the segment whose offset..offset+slots-1 holds n."""
+    pools = {p.name: [{"statefulset": s.statefulset, "offset": s.offset, "slots": s.slots}
+                      for s in pool_segments(profile, p)] for p in profile.pools}
+    return json.dumps({"pools": pools}, indent=2, sort_keys=True) + "\n"
+
+
+def build_busy_objects(profile: Profile) -> list[Obj]:
+    """The busy-marking ConfigMap, and a Role letting slurmctld patch exactly the pool pods (their labels)."""
+    if not profile.pools:
+        return []
+    name = naming.role(profile.name, "busy")
+    wrapper = "#!/bin/sh\nexec python3 {dir}/busy.py {verb}\n"
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
+                 "data": {"busy.py": resources.files("slurmk8s.render").joinpath("scripts/busy.py").read_text("utf-8"),
+                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "nodes.json": busy_nodes(profile),
+                          "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": meta(profile, name, naming.CONTROLLER),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.CONTROLLER),
+                             "namespace": profile.namespace}]}
+    return [role, binding, configmap]
+
+
+def with_busy_programs(profile: Profile, sts: Obj) -> Obj:
+    """The controller's StatefulSet with the busy-marking programs mounted and its token (for the Role)."""
+    pod = sts["spec"]["template"]["spec"]
+    volume = {"name": "busy", "configMap": {"name": naming.role(profile.name, "busy"), "defaultMode": 0o555}}
+    containers = [{**c, "volumeMounts": c.get("volumeMounts", []) + [{"name": "busy", "mountPath": BUSY_DIR,
+                                                                      "readOnly": True}]}
+                  if c["name"] == "slurmctld" else c for c in pod["containers"]]
+    pod = {**pod, "automountServiceAccountToken": True, "containers": containers,
+           "volumes": pod.get("volumes", []) + [volume]}
+    return {**sts, "spec": {**sts["spec"], "template": {**sts["spec"]["template"], "spec": pod}}}
 
 
 @lru_cache(maxsize=1)
