@@ -26,7 +26,9 @@ WORKER = "worker"
 ON_DELETE = "OnDelete"
 # The drain reason marks drains a rollout made: only those it resumes (an administrator's drain stays).
 DRAIN_REASON = "slurmk8s rollout"
-# Node states (sinfo %T, lowercase, suffix flags stripped) of a registered slurmd.
+# Node states (sinfo %T, lowercase) of a registered, responding slurmd, once the flags that do not say
+# otherwise ('$' '@' '^' '-' maintenance, reboot, planned) are stripped; '*' (not responding) and the power
+# flags ('~' '#' '%' '!') stay, so such a state is not registered (kube/wait.py's rule).
 REGISTERED = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained", "blocked"}
 # squeue states that still hold a node.
 HOLDING_STATES = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING,STOPPED"
@@ -107,13 +109,23 @@ def batches(replacements: list[Replacement], size: int) -> list[list[Replacement
 
 
 def parse_node_states(text: str) -> dict[str, tuple[str, str]]:
-    """`sinfo --noheader --Node --format=%N|%T|%E` -> {node: (state without flags, reason)}."""
+    """`sinfo --noheader --Node --format=%N|%T|%E` -> {node: (state, reason)}, the state lowercase with its flags."""
     out = {}
     for line in text.splitlines():
         parts = line.strip().split("|", 2)
         if len(parts) >= 2 and parts[0]:
-            out[parts[0]] = (parts[1].strip().lower().rstrip("*~#%!$@^-+"), parts[2].strip() if len(parts) > 2 else "")
+            out[parts[0]] = (parts[1].strip().lower(), parts[2].strip() if len(parts) > 2 else "")
     return out
+
+
+def registered(state: str) -> bool:
+    """A registered, responding slurmd."""
+    return state.rstrip("$@^-") in REGISTERED
+
+
+def may_run_jobs(state: str) -> bool:
+    """Neither down nor powered off: the node may hold jobs, so it is drained before its pod goes."""
+    return bool(state) and not state.startswith("down") and not any(flag in state for flag in "~%")
 
 
 def node_states_command(nodes: list[str]) -> list[str]:
@@ -175,8 +187,9 @@ def run_rollout(effects: Effects, settings: Settings, pool: str | None = None) -
 def _replace_batch(effects: Effects, settings: Settings, batch: list[Replacement], outcome: Outcome) -> None:
     nodes = [r.node for r in batch]
     states = parse_node_states(effects.slurm(node_states_command(nodes)))
-    # Only a registered node can run jobs; one that is down or powered off is replaced at once.
-    live = [n for n in nodes if states.get(n, ("", ""))[0] in REGISTERED]
+    # A node that is down or powered off holds no job and is replaced at once; an administrator's drain
+    # (another reason) is left as it is, and not resumed afterwards.
+    live = [n for n in nodes if may_run_jobs(states.get(n, ("", ""))[0])]
     ours = [n for n in live if "drain" not in states[n][0] or states[n][1] == DRAIN_REASON]
     for node in ours:
         effects.slurm(drain_command(node))
@@ -184,7 +197,8 @@ def _replace_batch(effects: Effects, settings: Settings, batch: list[Replacement
         effects.say(f"rollout: drained {', '.join(live)}; waiting for their jobs to end")
     deadline = effects.clock() + settings.drain_timeout
     while True:
-        busy = {n: jobs for n in live for jobs in [effects.slurm(jobs_command(n)).split()] if jobs}
+        # squeue, not the node state, says whether a job still holds a node.
+        busy = {n: jobs for n in nodes for jobs in [effects.slurm(jobs_command(n)).split()] if jobs}
         if not busy:
             break
         if effects.clock() >= deadline:
@@ -237,7 +251,7 @@ def _not_back(effects: Effects, batch: list[Replacement]) -> list[str]:
         return out
     states = parse_node_states(effects.slurm(node_states_command([r.node for r in batch])))
     return [f"node {r.node} not registered ({states.get(r.node, ('not listed', ''))[0]})" for r in batch
-            if r.pod in pods and states.get(r.node, ("", ""))[0] not in REGISTERED]
+            if r.pod in pods and not registered(states.get(r.node, ("", ""))[0])]
 
 
 def pods_waiting(statefulsets: list[Obj], pods: list[Obj]) -> int:

@@ -225,3 +225,20 @@ def test_an_upgrade_goes_slurmdbd_then_slurmctld_then_slurmd(stub, up, edited_pr
     assert slurm.deleted() == ["dev-cpu-0", "dev-cpu-1"]
     sts = stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", "dev-controller")
     assert sts["metadata"]["annotations"]["slurmk8s.io/slurm-version"] == "26.05"
+
+
+def test_a_replaced_node_is_resumed_only_once_it_responds_again(stub, up, kubeconfig, edited_profile) -> None:
+    """slurmctld still shows the old registration (not responding, '*') until the new slurmd registers."""
+    up(KIND_DEV)
+    edited = edited_profile(KIND_DEV, set_rollout(maxUnavailable=2))
+    up(edited, rollout=False)
+
+    class Registering(FakeSlurm):
+        def state(self, node: str) -> str:
+            base = super().state(node)
+            # after its pod is replaced, the node answers only 20 s later
+            replaced = f"dev-{node}" in self.deleted()
+            return base + "*" if replaced and self.now < 20 else base
+    slurm = Registering(stub)
+    roll(kubeconfig, edited, slurm)
+    assert slurm.when("resume", "cpu-0") == [2] and slurm.now >= 20
