@@ -69,6 +69,9 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
     live_versions = check_upgrade(kube, bundle, profile)  # refuses a jump Slurm cannot take, before any write
     if not options.dry_run:
+        from slurmk8s.kube.rollout import clear_rolling_update
+        for name in clear_rolling_update(kube, bundle):
+            echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
         upgrade_slurmdbd_first(kube, bundle, live_versions, lambda first: apply_bundle(
             kube, first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
             prune=False), timeout=options.timeout, progress=progress)

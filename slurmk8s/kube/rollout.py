@@ -7,6 +7,7 @@ from slurmk8s import naming
 from slurmk8s.kube.client import Kube, KubeApiError, Obj
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import builtin
+from slurmk8s.kube.scale import MERGE_PATCH
 from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
 
@@ -47,3 +48,22 @@ def live_slurm_versions(kube: Kube, bundle: Bundle) -> dict[str, str]:
         if component in (naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER) and version:
             out[component] = min(version, out.get(component, version), key=key)
     return out
+
+
+def clear_rolling_update(kube: Kube, bundle: Bundle) -> list[str]:
+    """Switch live pool StatefulSets that are not OnDelete yet with a merge patch that also drops the
+    API server's defaulted `rollingUpdate` (server-side apply leaves a defaulted field in place, and the
+    API refuses it beside OnDelete: kubernetes/kubernetes#100151). Returns the names switched."""
+    wanted = {o["metadata"]["name"] for o in bundle.objects if o["kind"] == "StatefulSet"
+              and (o["spec"].get("updateStrategy") or {}).get("type") == "OnDelete"}
+    switched = []
+    for sts in pool_statefulsets(kube, bundle):
+        name = sts["metadata"]["name"]
+        strategy = (sts.get("spec") or {}).get("updateStrategy") or {}
+        if name in wanted and (strategy.get("type") != "OnDelete" or "rollingUpdate" in strategy):
+            kube.request("PATCH", builtin("apps/v1", "StatefulSet").item(bundle.namespace, name),
+                         what=f"switch StatefulSet/{name} to OnDelete", content_type=MERGE_PATCH,
+                         body={"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}},
+                         query=[("fieldManager", naming.MANAGER)])
+            switched.append(name)
+    return switched

@@ -302,6 +302,8 @@ class ApiStub:
         return 201, copy.deepcopy(stored)
 
     def _apply(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
+        if rec.content_type == "application/merge-patch+json" and name in self._bucket(collection):
+            return self._merge_patch(rec, collection, name)
         if rec.content_type != "application/apply-patch+yaml":
             return _status(415, "UnsupportedMediaType", f"unsupported patch type {rec.content_type}")
         manager = rec.q("fieldManager")
@@ -342,7 +344,36 @@ class ApiStub:
             merged["metadata"]["resourceVersion"] = str(next(self._rv))
             if merged.get("spec") != existing.get("spec"):
                 merged["metadata"]["generation"] = existing["metadata"].get("generation", 1) + 1
+        defaulted = ((existing.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate")
+        if defaulted is not None and isinstance(merged.get("spec"), dict):
+            # a defaulted field no manager owns survives an apply that does not name it (server-side apply)
+            strategy = merged["spec"].setdefault("updateStrategy", {})
+            strategy.setdefault("rollingUpdate", copy.deepcopy(defaulted))
+        if invalid := _invalid_strategy(merged):
+            return invalid
         if not dry:
+            bucket[name] = merged
+            self._after_write(collection, merged)
+        return 200, copy.deepcopy(merged)
+
+    def _merge_patch(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
+        """A JSON merge patch (RFC 7386): null removes a field."""
+        def merge(target: Any, patch: Any) -> Any:
+            if not isinstance(patch, dict):
+                return copy.deepcopy(patch)
+            out = dict(target) if isinstance(target, dict) else {}
+            for key, value in patch.items():
+                if value is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = merge(out.get(key), value)
+            return out
+        bucket = self._bucket(collection)
+        merged = merge(bucket[name], rec.body or {})
+        if invalid := _invalid_strategy(merged):
+            return invalid
+        if rec.q("dryRun") != "All":
+            merged["metadata"]["resourceVersion"] = str(next(self._rv))
             bucket[name] = merged
             self._after_write(collection, merged)
         return 200, copy.deepcopy(merged)
@@ -415,6 +446,15 @@ class ApiStub:
         labels = workload["spec"]["template"]["metadata"].get("labels", {})
         for i in range(replicas):
             pods.setdefault(f"{prefix}{i}", make_pod(f"{prefix}{i}", labels, ready=True))
+
+
+def _invalid_strategy(obj: Obj) -> tuple[int, Obj] | None:
+    """The API server's rule: rollingUpdate only with type RollingUpdate."""
+    strategy = (obj.get("spec") or {}).get("updateStrategy") or {}
+    if obj.get("kind") == "StatefulSet" and strategy.get("type") == "OnDelete" and "rollingUpdate" in strategy:
+        return _status(422, "Invalid", f'StatefulSet.apps "{obj["metadata"]["name"]}" is invalid: '
+                                       "spec.updateStrategy.rollingUpdate: only allowed for updateStrategy 'RollingUpdate'")
+    return None
 
 
 def ordinal(statefulset: str, pod: str) -> int | None:

@@ -242,3 +242,16 @@ def test_a_replaced_node_is_resumed_only_once_it_responds_again(stub, up, kubeco
     slurm = Registering(stub)
     roll(kubeconfig, edited, slurm)
     assert slurm.when("resume", "cpu-0") == [2] and slurm.now >= 20
+
+
+def test_up_moves_a_live_rolling_update_pool_to_on_delete(stub, up, edited_profile) -> None:
+    """A pool made before OnDelete carries the API server's defaulted rollingUpdate, which apply leaves in place and
+    the API refuses beside OnDelete: up clears it first."""
+    def rolling(data: dict) -> None:
+        data["spec"]["pools"][0]["replicas"] = 1
+    up(edited_profile(KIND_DEV, rolling))
+    stored = stub.store[("", "", "/apis/apps/v1/namespaces/slurm/statefulsets")]["dev-cpu"]
+    stored["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}  # before OnDelete
+    up(KIND_DEV)
+    assert stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", "dev-cpu")["spec"]["updateStrategy"] == {
+        "type": "OnDelete"}
