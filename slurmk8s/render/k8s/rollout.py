@@ -88,7 +88,7 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
     name = naming.role(profile.name, "busy")
     wrapper = "#!/bin/sh\nexec python3 {dir}/busy.py {verb}\n"
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
-                 "data": {"busy.py": resources.files("slurmk8s.render").joinpath("scripts/busy.py").read_text("utf-8"),
+                 "data": {"busy.py": busy_program(),
                           "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "nodes.json": busy_nodes(profile),
                           "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
@@ -111,6 +111,12 @@ def with_busy_programs(profile: Profile, sts: Obj) -> Obj:
     pod = {**pod, "automountServiceAccountToken": True, "containers": containers,
            "volumes": pod.get("volumes", []) + [volume]}
     return {**sts, "spec": {**sts["spec"], "template": {**sts["spec"]["template"], "spec": pod}}}
+
+
+@lru_cache(maxsize=1)
+def busy_program() -> str:
+    """The PrologSlurmctld/EpilogSlurmctld program shipped in the busy ConfigMap."""
+    return resources.files("slurmk8s.render").joinpath("scripts/busy.py").read_text("utf-8")
 
 
 @lru_cache(maxsize=1)
