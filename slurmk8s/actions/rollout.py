@@ -82,6 +82,7 @@ def upgrade_slurmdbd_first(kube, bundle, live: dict[str, str], apply: Callable, 
 
 def run_rollout_command(profile_path: str, access, *, pool: str | None = None, timeout: float = 600,
                         verbose: bool = False, echo: Callable[[str], None] = print,
+                        progress: Callable[[str], None] | None = None,
                         exec_in_controller: ExecFn | None = None, interval: float = 5):
     """`slurmk8s rollout PROFILE [--pool P]`."""
     from slurmk8s.actions.up import controller_pod, header
@@ -97,8 +98,9 @@ def run_rollout_command(profile_path: str, access, *, pool: str | None = None, t
     kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
     echo(header(bundle, kube))
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
-    say = lambda line: print(line, file=sys.stderr, flush=True) if echo is print else echo(line)  # noqa: E731
-    outcome = roll_pools(kube, bundle, profile, run_exec, pool=pool, ready_timeout=timeout, interval=interval, say=say)
+    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))  # as `up` reports its wait
+    outcome = roll_pools(kube, bundle, profile, run_exec, pool=pool, ready_timeout=timeout, interval=interval,
+                         say=progress)
     if not outcome.replaced:
         echo("rollout: every slurmd pod is on its StatefulSet's current revision")
     return outcome
