@@ -8,6 +8,8 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
+from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
 from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
@@ -53,12 +55,13 @@ def volume_config(profile: Profile) -> list[Obj]:
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
-    return vols
+    return vols + identity_volumes(profile)
 
 
 def mounts_config(profile: Profile, init: bool) -> list[Obj]:
     """Mounts for the config init container (init=True) or a daemon/client container."""
-    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM}]
+    # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
+    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
     if init:
         mounts += [{"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True},
                    {"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
@@ -67,14 +70,19 @@ def mounts_config(profile: Profile, init: bool) -> list[Obj]:
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
     elif profile.auth == "munge":
         mounts += [{"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
-    return mounts
+    return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile))
 
 
 def config_script(profile: Profile, extra: list[str] = ()) -> str:
     """Shell run by the init container: copy config, install the key with the modes Slurm demands."""
-    lines = ["set -eu", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
+    # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
+    lines = ["set -eu", f"chmod 0755 {ETC_SLURM}", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
     if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
         lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
+    scripts = ([TASK_PROLOG_FILE] if task_prolog(profile) else []) + \
+        [name for name, _ in profile.slurm_extra_files if name.endswith(".sh")]
+    for script in scripts:  # slurmd/slurmstepd run them as root: executable, root's, not writable by others
+        lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
@@ -83,6 +91,7 @@ def config_script(profile: Profile, extra: list[str] = ()) -> str:
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
                   f"chmod 0755 {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}"]
     lines += follow_namespace_script(profile)
+    lines += identity_script(profile)
     lines += list(extra)
     return "\n".join(lines) + "\n"
 
