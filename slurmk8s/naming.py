@@ -257,3 +257,15 @@ def object_labels(cluster: str, component: str | None = None, pool: str | None =
 def rollout_job(cluster: str, digest: str) -> str:
     """The GitOps hook Job running a rollout; named by the pod templates it rolls to, so each change is a new Job."""
     return f"{cluster}-rollout-{digest[:8]}"
+
+
+def elastic_range(obj: dict) -> tuple[int, int] | None:
+    """(minReplicas, maxReplicas) of an elastic pool's StatefulSet (min < max), from its annotations; else None.
+
+    Slurm owns such a StatefulSet's replicas (power saving): `up` keeps them, within this range.
+    """
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    if obj.get("kind") != "StatefulSet" or ANNOTATION_MAX_REPLICAS not in notes:
+        return None
+    low, high = int(notes.get(ANNOTATION_MIN_REPLICAS, "0")), int(notes[ANNOTATION_MAX_REPLICAS])
+    return (low, high) if low < high else None

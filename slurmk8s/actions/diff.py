@@ -76,11 +76,21 @@ def run_diff(profile_path: str, access, verbose: bool = False, echo: Callable[[s
     from slurmk8s.actions.up import header, summary_line
     from slurmk8s.kube.apply import apply_bundle
     from slurmk8s.kube.client import connect, request_budget
+    from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas
+    from slurmk8s.actions.scale import PoolAccess
 
     bundle = render_file(profile_path)
     kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
-    (echo if output == "text" else note or echo)(header(bundle, kube))
-    plan = apply_bundle(kube, bundle, secret_factory(bundle), dry_run=True, workers=workers)
+    say = echo if output == "text" else note or echo
+    say(header(bundle, kube))
+
+    def resize() -> None:
+        """What `up` does to the pools before its writes, as a dry run (reads only)."""
+        into_range(bundle, lambda sts: live_replicas(kube, bundle.namespace, sts), PoolAccess(None, None, None),
+                   timeout, dry_run=True, log=say)
+        drain_dropped(kube, bundle, PoolAccess(None, None, None), timeout, dry_run=True, log=say)
+
+    plan = apply_bundle(kube, bundle, secret_factory(bundle), dry_run=True, workers=workers, before_writes=resize)
     if output != "text":
         echo(format_document(plan_document(plan, bundle, kube), output).rstrip("\n"))
         return plan

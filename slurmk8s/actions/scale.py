@@ -125,12 +125,27 @@ def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, tim
     for s in segments:
         if s.target(replicas) > live[s.statefulset]:
             access.set_replicas(s.statefulset, s.target(replicas))
-    shrinking = [s for s in segments if s.target(replicas) < live[s.statefulset]]
+    shrinking = {s.statefulset: s.target(replicas) for s in segments if s.target(replicas) < live[s.statefulset]}
     if not shrinking:
         log(f"pool {pool}: {current} -> {replicas} replicas")
         return current
-    going = [naming.slurm_node_name(pool, s.offset + i) for s in shrinking
-             for i in range(s.target(replicas), live[s.statefulset])]
+    nodes = drain_and_shrink(pool, segments, live, shrinking, access, end, timeout_s, poll_s, log)
+    log(f"pool {pool}: {current} -> {replicas} replicas; {nodes} powered down")
+    return current
+
+
+def drain_and_shrink(pool: str, segments: list[PoolSegment], live: dict[str, int], targets: dict[str, int],
+                     access: PoolAccess, end: float, timeout_s: float, poll_s: float, log: Callable[[str], None],
+                     hand_back: bool = True) -> str:
+    """Drain the nodes above each StatefulSet's target, wait until they run no job, then lower the replicas.
+
+    Returns the hostlist that went. With hand_back the nodes go back to power saving (powered
+    down, drain cleared); without, they stay DRAINED under DRAIN_REASON (nodes a new slurm.conf
+    drops must not be resumed meanwhile). On timeout nothing is scaled and the nodes stay drained.
+    """
+    going = [naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in targets
+             for i in range(targets[s.statefulset], live[s.statefulset])]
+    current = sum(live.values())
     nodes = ",".join(going)
     access.slurm(["scontrol", "update", f"nodename={nodes}", "state=drain", f"reason={DRAIN_REASON}"])
     log(f"pool {pool}: draining {nodes}; waiting for their jobs to finish")
@@ -143,13 +158,13 @@ def scale_pool(bundle: Bundle, pool: str, replicas: int, access: PoolAccess, tim
             raise ClusterError(f"pool {pool}: jobs still running on {nodes} after {timeout_s:.0f} s "
                                f"({'; '.join(jobs)}); the nodes stay drained and the pool keeps {current} replicas")
         time.sleep(poll_s)
-    for s in shrinking:
-        access.set_replicas(s.statefulset, s.target(replicas))
-    # The pods are going: hand the nodes back to power saving (powered down, no longer drained).
-    access.slurm(["scontrol", "update", f"nodename={nodes}", "state=power_down_force"])
-    access.slurm(["scontrol", "update", f"nodename={nodes}", "state=resume"])
-    log(f"pool {pool}: {current} -> {replicas} replicas; {nodes} powered down")
-    return current
+    for statefulset, target in targets.items():
+        access.set_replicas(statefulset, target)
+    if hand_back:
+        # The pods are going: hand the nodes back to power saving (powered down, no longer drained).
+        access.slurm(["scontrol", "update", f"nodename={nodes}", "state=power_down_force"])
+        access.slurm(["scontrol", "update", f"nodename={nodes}", "state=resume"])
+    return nodes
 
 
 def run_scale(profile_path: str, pool: str, replicas: int, lab: bool, timeout_s: float, access,

@@ -46,6 +46,14 @@ def summary_line(plan, secrets_total: int) -> str:
     return f"{', '.join(counts)}; secrets: {made} created, {kept} kept"
 
 
+def pool_access(kube, bundle, slurm):
+    """PoolAccess for the bundle's pools on a cluster: the scale subresource and Slurm in the controller."""
+    from slurmk8s.actions.scale import PoolAccess
+    from slurmk8s.kube import scale as kscale
+    return PoolAccess(lambda sts: kscale.get_replicas(kube, bundle.namespace, sts),
+                      lambda sts, n: kscale.set_replicas(kube, bundle.namespace, sts, n), slurm)
+
+
 def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
            progress: Callable[[str], None] | None = None,
            exec_in_controller: Callable[[list[str]], str] | None = None):
@@ -57,6 +65,7 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.kube.wait import wait_until_usable
     from slurmk8s.render import render
+    from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas, resume_own_drains
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
@@ -75,16 +84,28 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
         upgrade_slurmdbd_first(kube, bundle, live_versions, lambda first: apply_bundle(
             kube, first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
             prune=False), timeout=options.timeout, progress=progress)
+    run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
+    read_replicas = lambda sts: live_replicas(kube, bundle.namespace, sts)  # noqa: E731
+
+    def pools_into_range() -> None:
+        """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
+        drained while the running slurm.conf still knows their nodes."""
+        pools = pool_access(kube, bundle, run_exec)
+        into_range(bundle, read_replicas, pools, options.timeout, dry_run=options.dry_run, log=echo)
+        if options.prune:  # prune would delete their pods, jobs or not
+            drain_dropped(kube, bundle, pools, options.timeout, dry_run=options.dry_run, log=echo)
+
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
-                        force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune)
+                        force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
+                        before_writes=pools_into_range)
     for change in plan.changes:
         if options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
     echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(plan, len(bundle.secrets)))
     if options.dry_run or not options.wait:
         return plan
-    run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
+    resume_own_drains(bundle, read_replicas, run_exec, log=echo)
     from slurmk8s.actions.accounts import apply_accounts, run_from_exec
     applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
     if applied:

@@ -87,7 +87,8 @@ class Applier:
         self._namespace_missing = False
         self.applyset = ApplySet(kube, bundle, self.resolver)
 
-    def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True) -> Plan:
+    def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True,
+            before_writes: Callable[[], None] | None = None) -> Plan:
         """Check, then apply every object and Secret stage by stage, then prune what the profile no longer has."""
         stages = [(name, objects, lambda o, st=name: self.apply_object(o, st, owned))
                   for name, objects in group_by_stage(self.bundle.objects)]
@@ -98,6 +99,8 @@ class Applier:
             preflight(self.kube, self.bundle, self.resolver, pool)
             refuse_foreign(self.kube, self.bundle, self.resolver, pool)
             self.applyset.read_parent()
+            if before_writes is not None:
+                before_writes()
             wanted_kinds = bundle_kinds(self.bundle)
             owned = self.applyset.members(pool, self.applyset.recorded_kinds() | wanted_kinds)
             changes: list[Change] = []
@@ -144,20 +147,24 @@ class Applier:
         return query
 
     def keep_elastic_replicas(self, obj: Obj, resource) -> Obj:
-        """An elastic pool's replicas belong to Slurm (resume/suspend) once it exists: apply the live value."""
+        """An elastic pool's replicas belong to Slurm (resume/suspend) once it exists: apply the live value,
+        brought inside the profile's minReplicas..maxReplicas.
+
+        Raising to min is safe; lowering to max kills pods, so `up` drains and shrinks them first
+        (actions/converge.py) and the clamp here only holds the range.
+        """
+        bounds = naming.elastic_range(obj)
+        if bounds is None:
+            return obj
         meta = obj["metadata"]
-        annotations = meta.get("annotations", {})
-        if obj["kind"] != "StatefulSet" or naming.ANNOTATION_MAX_REPLICAS not in annotations:
-            return obj
-        if annotations.get(naming.ANNOTATION_MIN_REPLICAS) == annotations[naming.ANNOTATION_MAX_REPLICAS]:
-            return obj
         live = self.kube.request("GET", resource.item(meta.get("namespace"), meta["name"]),
                                  what=f"read {object_ref(obj)}", tolerate=(404,))
         if live.status != 200:
             return obj
         kept = copy.deepcopy(obj)
         replicas = dig(live.body, "spec", "replicas")
-        kept["spec"]["replicas"] = replicas if isinstance(replicas, int) else obj["spec"]["replicas"]
+        if isinstance(replicas, int):
+            kept["spec"]["replicas"] = max(bounds[0], min(bounds[1], replicas))
         return kept
 
     def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
@@ -318,11 +325,15 @@ def refuse_foreign(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadP
 
 def apply_bundle(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
                  force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
-                 progress: Callable[[str], None] = lambda line: None) -> Plan:
-    """Server-side apply a bundle (or dry-run it), creating missing Secrets once and pruning leftovers."""
+                 progress: Callable[[str], None] = lambda line: None,
+                 before_writes: Callable[[], None] | None = None) -> Plan:
+    """Server-side apply a bundle (or dry-run it), creating missing Secrets once and pruning leftovers.
+
+    before_writes runs once the preflight passed and before the first write (in a dry run too).
+    """
     applier = Applier(kube, bundle, workers=workers, force_conflicts=force_conflicts, dry_run=dry_run,
                       progress=progress)
-    return applier.run(make_secret, prune=prune)
+    return applier.run(make_secret, prune=prune, before_writes=before_writes)
 
 
 def ensure_secrets(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj, dig
 from slurmk8s.kube.ownership import key_of, owned_selector
@@ -103,7 +104,13 @@ def _object_state(obj: Obj, item: Obj | None) -> str:
         return "missing"
     if obj["kind"] in WORKLOAD_KINDS:
         s = status_of_workload(obj["kind"], obj["metadata"]["name"], "", _desired(obj, item), item)
-        return f"{s.ready}/{s.desired} ready" + ("" if s.rolled_out else ", rolling out")
+        rolling = "" if s.rolled_out else ", rolling out"
+        bounds = naming.elastic_range(obj)
+        if bounds is not None:
+            # Slurm's power saving sets how many run: any count in range is healthy once it is up.
+            starting = f" ({s.desired} asked)" if s.ready < s.desired else ""
+            return f"{s.ready} of {bounds[0]}..{bounds[1]} running{starting}, Slurm-managed{rolling}"
+        return f"{s.ready}/{s.desired} ready{rolling}"
     return "present"
 
 

@@ -12,7 +12,7 @@ from typing import Callable, TypeVar
 
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj
+from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import WORKLOAD_KINDS, builtin
 from slurmk8s.kube.stages import COMPONENT_ORDER
@@ -63,6 +63,8 @@ def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
         item = live.get((obj["kind"], name))
         if obj["kind"] == "DaemonSet":  # as many pods as nodes it selects: only the live object knows
             desired = int(((item or {}).get("status") or {}).get("desiredNumberScheduled", 1) or 0)
+        elif naming.elastic_range(obj) and isinstance(dig(item, "spec", "replicas"), int):
+            desired = dig(item, "spec", "replicas")  # Slurm sizes an elastic pool: wait for what it asked
         else:
             desired = int(obj["spec"].get("replicas", 1))
         out.append(status_of_workload(obj["kind"], name, component, desired, item))

@@ -120,7 +120,7 @@ def render(profile: Profile) -> Bundle:
         objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
-    objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
+    objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
 
     objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, k8s_rollout.with_rollout_fields(profile, o)))
                for o in objects]

@@ -255,6 +255,9 @@ class ApiStub:
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({rec.path})")
         collection, name = route
+        if name is not None and name.endswith("/scale"):
+            with self._lock:
+                return self._scale(rec, collection, name.removesuffix("/scale"))
         with self._lock:
             if collection in self.discovery and name is None and rec.method == "GET":
                 return 200, {"kind": "APIResourceList", "resources": self.discovery[collection]}
@@ -377,6 +380,27 @@ class ApiStub:
             bucket[name] = merged
             self._after_write(collection, merged)
         return 200, copy.deepcopy(merged)
+
+    def _scale(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
+        """The scale subresource (GET, merge PATCH of spec.replicas), as power.py and `slurmk8s scale` use it."""
+        obj = self._bucket(collection).get(name)
+        if obj is None:
+            return _status(404, "NotFound", f'{_plural(collection)} "{name}" not found')
+        if rec.method == "PATCH":
+            replicas = ((rec.body or {}).get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int):
+                return _status(422, "Invalid", "spec.replicas: must be an integer")
+            if replicas != obj["spec"].get("replicas"):
+                obj["spec"]["replicas"] = replicas
+                obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+                obj["metadata"]["resourceVersion"] = str(next(self._rv))
+                self._after_write(collection, obj)
+        elif rec.method != "GET":
+            return _status(405, "MethodNotAllowed", f"{rec.method} {rec.path}")
+        return 200, {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                     "metadata": {"name": name, "namespace": obj["metadata"].get("namespace")},
+                     "spec": {"replicas": obj["spec"].get("replicas", 1)},
+                     "status": {"replicas": (obj.get("status") or {}).get("replicas", 0)}}
 
     def _delete(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
         bucket = self._bucket(collection)
@@ -510,7 +534,9 @@ def _route(path: str) -> tuple[str, str | None] | None:
             return coll, None
         if len(rest) == 4:
             return coll, rest[3]
-        return None  # subresources (exec, status, ...) are not served
+        if len(rest) == 5 and rest[4] == "scale":
+            return coll, f"{rest[3]}/scale"
+        return None  # other subresources (exec, status, ...) are not served
     if len(rest) == 1:
         return f"{prefix}/{rest[0]}", None
     if len(rest) == 2:

@@ -96,7 +96,7 @@ def test_up_twice_then_status_then_down(stub, kubeconfig):
     assert second.stdout.splitlines()[-1] == f"no changes: {n} objects unchanged, 3 of 3 secrets kept"
     status = slurmk8s("status", KIND_DEV, "--kubeconfig", kubeconfig)
     assert status.returncode == 0, status.stderr
-    assert re.search(r"^StatefulSet/dev-cpu +2/2 ready$", status.stdout, re.M)
+    assert re.search(r"^StatefulSet/dev-cpu +2 of 0\.\.4 running, Slurm-managed$", status.stdout, re.M)
     assert re.search(r"^Secret/dev-auth-key +present$", status.stdout, re.M)
     # the stub serves no websocket exec: status still answers, and says why sinfo is missing
     assert "sinfo:\nunavailable: exec 'sinfo' in pod slurm/dev-controller-0: Handshake status 404 Not Found" in status.stdout

@@ -47,6 +47,10 @@ class FakeSlurm:
     def __call__(self, argv: list[str]) -> str:
         if argv[0] == "sinfo" and "--format=%N %T" in argv:  # up's wait
             return "".join(f"{n} {self.state(n)}\n" for n in self.nodes)
+        if argv[:4] == ["sinfo", "-h", "-N", "-n"]:  # `up`'s elastic convergence (actions/converge.py)
+            return "".join(f"{n} {self.state(n)}\n" for n in argv[4].split(","))
+        if argv[0] == "squeue" and "-w" in argv:  # the same
+            return ""
         if argv[0] == "sinfo":
             asked = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
             return "".join(f"{n}|{self.state(n)}|{self.drained.get(n, 'none')}\n" for n in asked)

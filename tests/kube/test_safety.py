@@ -138,9 +138,10 @@ def test_status_exits_1_for_a_missing_or_degraded_cluster(stub, kubeconfig, up):
     degraded = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig, "-o", "json")
     assert degraded.returncode == 1
     doc = json.loads(degraded.stdout)
-    assert (doc["healthy"], doc["problems"]) == (False, ["StatefulSet/dev-cpu 1/2 ready"])
+    problem = "StatefulSet/dev-cpu 1 of 0..4 running (2 asked), Slurm-managed"
+    assert (doc["healthy"], doc["problems"]) == (False, [problem])
     assert degraded.stderr.splitlines() == [f"cluster dev in namespace slurm (context stub of {kubeconfig}, {stub.url})",
-                                            "cluster dev is not healthy: StatefulSet/dev-cpu 1/2 ready"]
+                                            f"cluster dev is not healthy: {problem}"]
 
 
 def test_status_of_an_elastic_pool_resized_by_slurm_is_healthy(stub, kubeconfig, up):
@@ -152,7 +153,8 @@ def test_status_of_an_elastic_pool_resized_by_slurm_is_healthy(stub, kubeconfig,
     result = invoke("status", KIND_DEV, "--kubeconfig", kubeconfig, "-o", "yaml")
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load(result.stdout)
-    assert {"ref": "StatefulSet/dev-cpu", "kind": "StatefulSet", "name": "dev-cpu", "state": "0/0 ready"} in doc["objects"]
+    assert {"ref": "StatefulSet/dev-cpu", "kind": "StatefulSet", "name": "dev-cpu",
+            "state": "0 of 0..4 running, Slurm-managed"} in doc["objects"]
 
 
 def test_every_cluster_command_names_its_context(stub, kubeconfig, up):

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.profile.files import read_profile
-from slurmk8s.actions.scale import PoolAccess, scale_pool
-from slurmk8s.errors import UsageError
+from slurmk8s.actions.converge import resume_own_drains
+from slurmk8s.actions.scale import DRAIN_REASON, PoolAccess, scale_pool
+from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.lab import cluster, sandbox, verify
 from slurmk8s.lab.access import lab_pool_access
 from slurmk8s.render import render
@@ -119,6 +120,45 @@ def test_scale_down_waits_for_the_job_on_the_highest_node(lab):
     # handed back to power saving: Slurm powers them down (idle! queued, idle% under way), not drained
     wait_for("cpu-1 and cpu-2 powered down", lambda: slurmfacts.node_states(lab),
              until=lambda s: s["cpu-1"] == "idle~" and s["cpu-2"] == "idle~", deadline_s=90)
+
+
+def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
+    """The step `up` runs after its wait (actions/converge.py), on real Slurm: its sinfo reasons and states.
+
+    `up` itself needs a Kubernetes API the lab does not serve (server-side apply, pods); the
+    lab's statefulsets/scale stand-in is what this step reads.
+    """
+    get, put, slurm = lab_pool_access(lab.bundle)
+    access = PoolAccess(get, put, slurm)
+    scale_pool(lab.bundle, "cpu", 3, access, log=lambda line: None)
+    cluster.wait_nodes_idle(lab)
+    job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 300")
+    assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
+    with pytest.raises(ClusterError, match=r"^pool cpu: jobs still running on cpu-1,cpu-2 after 1 s"):
+        scale_pool(lab.bundle, "cpu", 1, access, timeout_s=1, poll_s=0.5, log=lambda line: None)
+    slurm(["scontrol", "update", "nodename=cpu-0", "state=drain", "reason=disk swap"])  # an administrator's drain
+    try:
+        states = slurmfacts.node_states(lab)
+        assert (states["cpu-0"], states["cpu-1"], states["cpu-2"]) == ("drain", "drain", "drng"), states
+        lines: list[str] = []
+        assert resume_own_drains(lab.bundle, get, slurm, log=lines.append) == ["cpu-1", "cpu-2"]
+        assert lines == ["pool cpu: cpu-1,cpu-2 left drained by slurmk8s; resumed"]
+        # slurmctld pings a resumed node before it counts as responding again ('*' meanwhile)
+        wait_for("cpu-1 idle and cpu-2 running its job, cpu-0 still drained",
+                 lambda: slurmfacts.node_states(lab),
+                 until=lambda s: (s["cpu-0"], s["cpu-1"], s["cpu-2"]) == ("drain", "idle", "alloc"), deadline_s=60)
+        assert lab.scale_of(STS) == (3, 3)
+    finally:
+        slurm(["scancel", job])
+        slurm(["scontrol", "update", "nodename=cpu-0", "state=resume"])
+    cluster.wait_nodes_idle(lab)
+    # A scale that died after it removed cpu-2's pod, before it handed the node back: drained, no pod.
+    slurm(["scontrol", "update", "nodename=cpu-2", "state=drain", f"reason={DRAIN_REASON}"])
+    put(STS, 2)
+    wait_for("elastic-cpu-2 gone", lambda: pods_running(lab), until=lambda p: "elastic-cpu-2" not in p, deadline_s=60)
+    assert resume_own_drains(lab.bundle, get, slurm, log=lambda line: None) == ["cpu-2"]
+    wait_for("cpu-2 powered down, not drained", lambda: slurmfacts.node_states(lab),
+             until=lambda s: s["cpu-2"] == "idle~", deadline_s=90)
 
 
 def test_scale_outside_min_max_is_refused_with_exit_2():

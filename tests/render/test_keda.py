@@ -36,3 +36,41 @@ def test_a_keda_pool_stays_under_slurm_power_saving():
     bundle = render(load_profile(yaml.safe_dump(PROFILE).encode()))
     pools = bundle.find("ConfigMap", "k-power")["data"]["pools.json"]
     assert '"k-gpu"' in pools  # Slurm's SuspendProgram still shrinks it
+
+
+def test_keda_never_scales_a_pool_in_slurm_does():
+    """With minReplicaCount 0 KEDA would scale the pool to 0 after its cooldown while jobs run; paused-scale-in stops
+    that and disables its HPA's scale-down."""
+    scaled = render(load_profile(yaml.safe_dump(PROFILE).encode())).of_kind("ScaledObject")[0]
+    assert scaled["metadata"]["annotations"] == {"autoscaling.keda.sh/paused-scale-in": "true"}
+
+
+TOPOLOGY = {**PROFILE, "spec": {**PROFILE["spec"], "topology": {"plugin": "tree", "domains": [
+    {"name": "r1", "nodeLabels": {"example.com/rack": "r1"}, "slots": {"gpu": 2, "cpu": 4}},
+    {"name": "r2", "nodeLabels": {"example.com/rack": "r2"}, "slots": {"gpu": 6}}]}}}
+
+
+def test_with_topology_each_leaf_statefulset_gets_its_own_scaledobject():
+    doc = {**TOPOLOGY, "spec": {**TOPOLOGY["spec"], "pools": [dict(TOPOLOGY["spec"]["pools"][0], minReplicas=3, replicas=3),
+                                                              TOPOLOGY["spec"]["pools"][1]]}}
+    bundle = render(load_profile(yaml.safe_dump(doc).encode()))
+    scaled = bundle.of_kind("ScaledObject")
+    targets = [s["spec"]["scaleTargetRef"]["name"] for s in scaled]
+    assert targets == ["k-gpu-r1", "k-gpu-r2"]
+    assert all(bundle.find("StatefulSet", t) for t in targets)  # each target exists
+    assert [s["metadata"]["name"] for s in scaled] == targets
+    # each leaf within its share of the pool's 3..8: r1 holds gpu-0..1, r2 gpu-2..7
+    assert [(s["spec"]["minReplicaCount"], s["spec"]["maxReplicaCount"]) for s in scaled] == [(2, 2), (1, 6)]
+    assert [validate_custom_resource(s) for s in scaled] == [[], []]
+    assert all(s["metadata"]["annotations"]["autoscaling.keda.sh/paused-scale-in"] == "true" for s in scaled)
+
+
+def test_with_topology_each_scaledobject_syncs_after_its_own_statefulset_in_argocd():
+    from slurmk8s.output.argocd import ANNOTATION_SYNC_WAVE, waved_objects
+    objects = waved_objects(render(load_profile(yaml.safe_dump(TOPOLOGY).encode())))
+    wave = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects}
+    scaled = [o for o in objects if o["kind"] == "ScaledObject"]
+    assert len(scaled) == 2
+    for so in scaled:
+        assert wave[("ScaledObject", so["metadata"]["name"])] == wave[("StatefulSet", so["spec"]["scaleTargetRef"]["name"])] + 1
+    assert {wave[("StatefulSet", "k-gpu-r1")], wave[("StatefulSet", "k-gpu-r2")]} == {4}
