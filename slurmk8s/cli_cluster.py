@@ -90,12 +90,25 @@ def register(app: typer.Typer) -> None:
            prune: bool = typer.Option(True, "--prune/--no-prune", help="Delete objects the profile no longer has (ours only; never PVCs or Secrets)."),
            force_conflicts: bool = typer.Option(False, "--force-conflicts", help="Take over fields another field manager owns."),
            workers: int = typer.Option(8, "--parallel", min=1, max=64, help="Objects applied at once within a stage."),
+           rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="After the wait, replace slurmd pods whose spec changed: drain each node, wait for its jobs (spec.rollout), then replace it."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Create or update the cluster in Kubernetes (server-side apply) and wait until it is usable."""
         from slurmk8s.actions.up import UpOptions, run_up
         options = UpOptions(dry_run=dry_run, prune=prune, wait=wait, timeout=timeout,
-                            force_conflicts=force_conflicts, workers=workers, verbose=verbose)
+                            force_conflicts=force_conflicts, workers=workers, verbose=verbose, rollout=rollout)
         _run(verbose, lambda: run_up(profile, _access(kubeconfig, context), options, echo=typer.echo))
+
+    @app.command()
+    def rollout(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+                pool: Optional[str] = typer.Option(None, "--pool", help="Only this pool's pods."),
+                timeout: float = _timeout_option(900, "How long each replaced pod may take to come back Ready and registered (the wait for jobs is spec.rollout.drainTimeout)."),
+                kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
+                context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+                verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
+        """Replace slurmd pods whose spec changed, drain first: never while a job runs on them."""
+        from slurmk8s.actions.rollout import run_rollout_command
+        _run(verbose, lambda: run_rollout_command(profile, _access(kubeconfig, context), pool=pool, timeout=timeout,
+                                                  verbose=verbose, echo=typer.echo))
 
     @app.command()
     def scale(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),

@@ -29,6 +29,8 @@ COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
 # The GitOps Job that applies the account tree: its own label value, so no Service, PodDisruptionBudget
 # or NetworkPolicy of a daemon ever selects its pod.
 ACCOUNTS = "accounts"
+# The GitOps hook Job that replaces slurmd pods drain-first (render/rollout.py); its own label value too.
+ROLLOUT = "rollout"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -45,6 +47,8 @@ ANNOTATION_MAX_REPLICAS = "slurmk8s.io/max-replicas"
 ANNOTATION_MIN_REPLICAS = "slurmk8s.io/min-replicas"
 ANNOTATION_FIRST_NODE = "slurmk8s.io/first-node"  # Slurm node number of pod 0 of a per-leaf StatefulSet
 ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
+ANNOTATION_SLURM_VERSION = "slurmk8s.io/slurm-version"  # the Slurm release a workload runs (ordered upgrades)
+LABEL_BUSY = "slurmk8s.io/busy"  # "true" on a slurmd pod while Slurm runs a job on it
 
 # Daemon per component, for app.kubernetes.io/name.
 DAEMON = {
@@ -55,9 +59,10 @@ DAEMON = {
     LOGIN: "login",
     RESTAPI: "slurmrestd",
     ACCOUNTS: "sacctmgr",
+    ROLLOUT: "rollout",
 }
 # The project's images (slurmk8s images build): one per daemon; the accounts Job runs in slurmctld's.
-IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS]}))
+IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT]}))
 
 
 def image_tag(slurm_version: str, os_name: str) -> str:
@@ -264,6 +269,10 @@ def object_labels(cluster: str, component: str | None = None, pool: str | None =
         labels[LABEL_POOL] = pool
     return labels
 
+
+def rollout_job(cluster: str, digest: str) -> str:
+    """The GitOps hook Job running a rollout; named by the pod templates it rolls to, so each change is a new Job."""
+    return f"{cluster}-rollout-{digest[:8]}"
 
 
 def elastic_range(obj: dict) -> tuple[int, int] | None:

@@ -72,3 +72,23 @@ def dialect(version: str) -> Dialect:
     if version not in SUPPORTED:
         raise ValueError(f"unsupported Slurm version {version!r}")
     return Dialect(version)
+
+
+def upgrade_problem(live: str, target: str) -> str | None:
+    """Why Slurm cannot go from release `live` to `target` in one step, or None when it can.
+
+    Slurm upgrades in place from the previous two major releases, and from 24.11 on (6-month
+    cycle) from the previous three (https://slurm.schedmd.com/upgrades.html); never downward.
+    """
+    if live == target or live not in SUPPORTED or target not in SUPPORTED:
+        return None
+    if key(target) < key(live):
+        return f"Slurm {live} -> {target} is a downgrade, which Slurm does not support"
+    window = 3 if key(target) >= key("24.11") else 2
+    steps = SUPPORTED.index(target) - SUPPORTED.index(live)
+    if steps > window:
+        via = SUPPORTED[SUPPORTED.index(live) + window]
+        return (f"Slurm {live} -> {target} skips {steps - 1} release(s); Slurm {target} upgrades from at most "
+                f"{window} releases back: upgrade to {via} first")
+    return None
+

@@ -20,6 +20,7 @@ class UpOptions:
     force_conflicts: bool = False
     workers: int = 8
     verbose: bool = False
+    rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
 
 
 def controller_pod(cluster: str) -> str:
@@ -74,6 +75,15 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     verb = "would be" if options.dry_run else ""
     echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, kube)}")
     quiet = (UNCHANGED, KEPT)
+    from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
+    live_versions = check_upgrade(kube, bundle, profile)  # refuses a jump Slurm cannot take, before any write
+    if not options.dry_run:
+        from slurmk8s.kube.rollout import clear_rolling_update
+        for name in clear_rolling_update(kube, bundle):
+            echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
+        upgrade_slurmdbd_first(kube, bundle, live_versions, lambda first: apply_bundle(
+            kube, first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
+            prune=False), timeout=options.timeout, progress=progress)
     run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
     read_replicas = lambda sts: live_replicas(kube, bundle.namespace, sts)  # noqa: E731
 
@@ -100,6 +110,13 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
     applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
     if applied:
         echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
+    from slurmk8s.actions.rollout import roll_pools, waiting_pods
+    if options.rollout:
+        roll_pools(kube, bundle, profile, run_exec, ready_timeout=options.timeout, say=progress)
+    else:
+        waiting = waiting_pods(kube, bundle)
+        if waiting:
+            echo(f"{waiting} slurmd pod(s) wait for `slurmk8s rollout` (drain, then replace)")
     echo(f"cluster {bundle.cluster} is ready")
     from slurmk8s.render.hints import login_hint
     for line in login_hint(bundle, bundle.namespace):

@@ -82,6 +82,8 @@ def status_of_workload(kind: str, name: str, component: str, desired: int, item:
                                       kind, ("readyReplicas", "updatedReplicas"))
     ready = int(status.get(ready_field, 0) or 0)
     updated = int(status.get(updated_field, 0) or 0)
+    if ((item.get("spec") or {}).get("updateStrategy") or {}).get("type") == "OnDelete":
+        updated = desired  # its old pods wait for `slurmk8s rollout` (drain first), not for this wait
     return WorkloadStatus(kind, name, component, desired, ready, observed and updated >= desired)
 
 

@@ -62,6 +62,8 @@ DEFAULTS: dict[str, object] = {
     "spec.powerSaving.suspendTime": 300,
     "spec.powerSaving.suspendTimeout": 45,
     "spec.powerSaving.resumeTimeout": 600,
+    "spec.rollout.drainTimeout": 3600,
+    "spec.rollout.maxUnavailable": 1,
     "spec.sideBySide.mode": "host",
     "spec.sideBySide.partition": "shared",
     "spec.sideBySide.shapes[].gpuResource": "nvidia.com/gpu",

@@ -15,7 +15,7 @@ from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
 from slurmk8s.profile.kubevalues import toleration_findings
 from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
-    Rdma, SecretRef, Storage,
+    Rdma, Rollout, SecretRef, Storage,
 )
 from slurmk8s.profile.observe import load_health_checks, load_metrics
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
@@ -176,6 +176,8 @@ def _to_model(doc: dict, source: str) -> Profile:
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
         metrics=load_metrics(spec.get("metrics")),
         health_checks=load_health_checks(spec.get("healthChecks"), spec["pools"]),
+        rollout=Rollout(drain_timeout=_get(spec.get("rollout", {}), "drainTimeout", "spec.rollout.drainTimeout"),
+                        max_unavailable=_get(spec.get("rollout", {}), "maxUnavailable", "spec.rollout.maxUnavailable")),
         identity=load_identity(spec.get("identity")),
         volumes=load_volumes(spec.get("volumes")),
         daemon_resources=load_resources(spec),

@@ -133,6 +133,14 @@ class PowerSaving:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """spec.rollout: how `slurmk8s rollout` replaces slurmd pods."""
+
+    drain_timeout: int = 3600
+    max_unavailable: int = 1
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated, fully defaulted cluster profile."""
 
@@ -160,6 +168,7 @@ class Profile:
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
     metrics: Metrics = field(default_factory=lambda: load_metrics({}))  # spec.metrics (profile/observe.py)
     health_checks: HealthChecks = field(default_factory=lambda: load_health_checks({}, []))  # spec.healthChecks
+    rollout: Rollout = field(default_factory=Rollout)  # spec.rollout
     identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
     volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
     # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)

@@ -12,6 +12,7 @@ from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
     restapi, security, sidebyside, volumes, workers,
 )
+from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
@@ -50,7 +51,7 @@ def _refuse_name_collisions(profile: Profile, objects: list[dict]) -> None:
 
 def render(profile: Profile) -> Bundle:
     """Every Kubernetes object and Slurm file of a cluster, in apply order."""
-    files = render_slurm_files(profile)
+    files = k8s_rollout.with_busy_marking(profile, render_slurm_files(profile))
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
     identity_map = identity.build_configmap_identity(profile)
@@ -108,7 +109,8 @@ def render(profile: Profile) -> Bundle:
         if profile.restapi_enabled:
             objects.append(cluster.build_networkpolicy_restapi(profile))
     objects += metrics.build_metrics_objects(profile)  # Service, policy, monitor, dashboard (spec.metrics)
-    objects += [workers.build_pdb_pool(profile, p) for p in profile.pools]
+    objects += k8s_rollout.build_busy_objects(profile)
+    objects += [pdb for p in profile.pools for pdb in k8s_rollout.build_pdbs_pool(profile, p)]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
@@ -124,9 +126,15 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
 
-    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, o)) for o in objects]
+    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, k8s_rollout.with_rollout_fields(profile, o)))
+               for o in objects]
     hooks = [security.with_scan_annotations(podextras.with_pod_settings(profile, accounts.build_job_accounts(profile, slurm_hash)))] \
         if manages_accounts(profile) else []
+    if profile.pools:
+        templates = [o["spec"]["template"] for o in objects if o["kind"] == "StatefulSet"
+                     and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
+        hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
+                  for h in k8s_rollout.build_hooks_rollout(profile, templates)]
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import (
-    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, sinfo_states,
+    NAMESPACE, REPO, Cluster, job_state, kind_cluster, local_profile, port_forward, run, sinfo_states,
     wait_for_job, wait_until,
 )
 
@@ -102,6 +102,36 @@ class TestKindDev:
         again = dev.slurmk8s("up", str(dev_profile), "--timeout", "300")
         assert any(line.startswith("no changes:") for line in again.stdout.splitlines()), again.stdout
 
+
+    def test_a_running_job_survives_an_eviction_attempt_and_a_pod_spec_rollout(self, dev: Cluster, dev_profile: Path,
+                                                                             tmp_path: Path) -> None:
+        """A 90 s job on cpu-0: its pod is marked busy, `kubectl drain` cannot evict it, and `up` after a pod-spec
+        change drains cpu-0, waits for the job to COMPLETE, and only then replaces the pod."""
+        job = login(dev, "sbatch", "--parsable", "-w", "cpu-0", "--wrap", "sleep 90").strip()
+        wait_until(lambda: job_state(dev, DEV_LOGIN, LOGIN_CONTAINER, job) == "RUNNING" or None, 120, f"job {job} to run")
+        wait_until(lambda: dev.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0",
+                                        path="{.metadata.labels.slurmk8s\\.io/busy}") == "true" or None,
+                   60, "dev-cpu-0 to be marked busy")
+        uid = dev.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0", path="{.metadata.uid}")
+        node = dev.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0", path="{.spec.nodeName}")
+        drain = dev.kubectl("drain", node, "--pod-selector=statefulset.kubernetes.io/pod-name=dev-cpu-0",
+                            "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=20s", check=False)
+        dev.kubectl("uncordon", node)
+        assert drain.returncode != 0 and "disruption budget" in drain.stderr, drain.stderr
+        assert job_state(dev, DEV_LOGIN, LOGIN_CONTAINER, job) == "RUNNING"
+
+        def pod_spec_change(profile: dict) -> None:
+            profile["spec"]["pools"][0]["nodeSelector"] = {"kubernetes.io/os": "linux"}
+        changed = local_profile(dev_profile, tmp_path / "kind-dev.yaml", pod_spec_change)
+        up = dev.slurmk8s("up", str(changed), "--timeout", "900")
+        assert "rollout: done" in up.stderr + up.stdout, up.stderr
+        assert job_state(dev, DEV_LOGIN, LOGIN_CONTAINER, job) == "COMPLETED"
+        ended = login(dev, "sacct", "-j", job, "-X", "-n", "-P", "-o", "End").strip()
+        assert dev.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0", path="{.metadata.uid}") != uid
+        created = dev.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0", path="{.metadata.creationTimestamp}")
+        assert created.replace("Z", "") >= ended, (created, ended)  # replaced only after the job ended (both UTC)
+        states = sinfo_states(dev, DEV_LOGIN, LOGIN_CONTAINER)
+        assert not states["cpu-0"].startswith("drain"), states  # resumed (power saving may have suspended it since)
 
     def test_down_keeps_claims_and_secrets_and_delete_data_leaves_nothing(self, dev: Cluster, dev_profile: Path) -> None:
         dev.slurmk8s("down", str(dev_profile))

@@ -305,6 +305,8 @@ class ApiStub:
         return 201, copy.deepcopy(stored)
 
     def _apply(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
+        if rec.content_type == "application/merge-patch+json" and name in self._bucket(collection):
+            return self._merge_patch(rec, collection, name)
         if rec.content_type != "application/apply-patch+yaml":
             return _status(415, "UnsupportedMediaType", f"unsupported patch type {rec.content_type}")
         manager = rec.q("fieldManager")
@@ -345,7 +347,36 @@ class ApiStub:
             merged["metadata"]["resourceVersion"] = str(next(self._rv))
             if merged.get("spec") != existing.get("spec"):
                 merged["metadata"]["generation"] = existing["metadata"].get("generation", 1) + 1
+        defaulted = ((existing.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate")
+        if defaulted is not None and isinstance(merged.get("spec"), dict):
+            # a defaulted field no manager owns survives an apply that does not name it (server-side apply)
+            strategy = merged["spec"].setdefault("updateStrategy", {})
+            strategy.setdefault("rollingUpdate", copy.deepcopy(defaulted))
+        if invalid := _invalid_strategy(merged):
+            return invalid
         if not dry:
+            bucket[name] = merged
+            self._after_write(collection, merged)
+        return 200, copy.deepcopy(merged)
+
+    def _merge_patch(self, rec: Recorded, collection: str, name: str) -> tuple[int, Obj]:
+        """A JSON merge patch (RFC 7386): null removes a field."""
+        def merge(target: Any, patch: Any) -> Any:
+            if not isinstance(patch, dict):
+                return copy.deepcopy(patch)
+            out = dict(target) if isinstance(target, dict) else {}
+            for key, value in patch.items():
+                if value is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = merge(out.get(key), value)
+            return out
+        bucket = self._bucket(collection)
+        merged = merge(bucket[name], rec.body or {})
+        if invalid := _invalid_strategy(merged):
+            return invalid
+        if rec.q("dryRun") != "All":
+            merged["metadata"]["resourceVersion"] = str(next(self._rv))
             bucket[name] = merged
             self._after_write(collection, merged)
         return 200, copy.deepcopy(merged)
@@ -383,6 +414,8 @@ class ApiStub:
             gone = bucket.pop(name)
             if self.auto_ready and gone.get("kind") in ("StatefulSet", "Deployment"):
                 self._sync_pods(collection, gone, 0)
+            if self.auto_ready and _plural(collection) == "pods":
+                self._recreate_pod(collection, name)
         return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
 
     def _new_object(self, obj: Obj, manager: str, operation: str) -> Obj:
@@ -401,6 +434,32 @@ class ApiStub:
         obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": replicas,
                          "readyReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas}
         self._sync_pods(collection, obj, replicas)
+        if obj["kind"] == "StatefulSet":
+            self._sync_revisions(collection, obj)
+
+    def _sync_revisions(self, collection: str, sts: Obj) -> None:
+        """As the StatefulSet controller: updateRevision names the template; pods carry the revision they were
+        made from; OnDelete leaves existing pods on theirs until they are deleted."""
+        revision = f"{sts['metadata']['name']}-{revision_of(sts['spec']['template'])}"
+        pods = self._bucket(f"/api/v1/namespaces/{_namespace_of(collection)}/pods")
+        on_delete = (sts["spec"].get("updateStrategy") or {}).get("type") == "OnDelete"
+        members = [p for n, p in pods.items() if ordinal(sts["metadata"]["name"], n) is not None]
+        for pod in members:
+            labels = pod["metadata"].setdefault("labels", {})
+            if not on_delete or "controller-revision-hash" not in labels:
+                labels["controller-revision-hash"] = revision
+        sts.setdefault("status", {}).update(updateRevision=revision, updatedReplicas=sum(
+            1 for p in members if p["metadata"]["labels"]["controller-revision-hash"] == revision))
+
+    def _recreate_pod(self, collection: str, name: str) -> None:
+        """A deleted StatefulSet pod comes back at once, on its StatefulSet's update revision."""
+        sets = self._bucket(collection.rsplit("/pods", 1)[0].replace("/api/v1/", "/apis/apps/v1/") + "/statefulsets")
+        for sts in sets.values():
+            n = ordinal(sts["metadata"]["name"], name)
+            if n is not None and n < sts["spec"].get("replicas", 1):
+                labels = dict(sts["spec"]["template"]["metadata"].get("labels", {}))
+                self._bucket(collection)[name] = make_pod(name, labels, ready=True)
+                self._sync_revisions(collection.rsplit("/pods", 1)[0] + "/statefulsets", sts)
 
     def _sync_pods(self, collection: str, workload: Obj, replicas: int) -> None:
         pods = self._bucket(f"/api/v1/namespaces/{_namespace_of(collection)}/pods")
@@ -411,6 +470,27 @@ class ApiStub:
         labels = workload["spec"]["template"]["metadata"].get("labels", {})
         for i in range(replicas):
             pods.setdefault(f"{prefix}{i}", make_pod(f"{prefix}{i}", labels, ready=True))
+
+
+def _invalid_strategy(obj: Obj) -> tuple[int, Obj] | None:
+    """The API server's rule: rollingUpdate only with type RollingUpdate."""
+    strategy = (obj.get("spec") or {}).get("updateStrategy") or {}
+    if obj.get("kind") == "StatefulSet" and strategy.get("type") == "OnDelete" and "rollingUpdate" in strategy:
+        return _status(422, "Invalid", f'StatefulSet.apps "{obj["metadata"]["name"]}" is invalid: '
+                                       "spec.updateStrategy.rollingUpdate: only allowed for updateStrategy 'RollingUpdate'")
+    return None
+
+
+def ordinal(statefulset: str, pod: str) -> int | None:
+    """The ordinal of a pod of that StatefulSet, None for any other pod."""
+    rest = pod[len(statefulset) + 1:] if pod.startswith(statefulset + "-") else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def revision_of(template: Obj) -> str:
+    """A stable 10-character name for a pod template, like the controller's revision hash."""
+    import hashlib
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def make_pod(name: str, labels: dict[str, str], ready: bool, waiting: tuple[str, str] | None = None,

@@ -31,10 +31,10 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize(("status", "message", "expected"), [
-    (401, "Unauthorized", "list configmaps in slurm: the Kubernetes API at http://127.0.0.1:{port} rejected our "
+    (401, "Unauthorized", "list statefulsets in slurm: the Kubernetes API at http://127.0.0.1:{port} rejected our "
                           "credentials (401 Unauthorized); they may have expired: log in again or choose another --context"),
     (403, 'namespaces is forbidden: User "alice" cannot list resource "namespaces" at the cluster scope',
-     'list configmaps in slurm: forbidden (403): namespaces is forbidden: User "alice" cannot list resource '
+     'list statefulsets in slurm: forbidden (403): namespaces is forbidden: User "alice" cannot list resource '
      '"namespaces" at the cluster scope'),
 ], ids=["401-expired", "403-forbidden"])
 def test_auth_failures_are_one_line_and_exit_1(stub, kubeconfig, status, message, expected):

@@ -53,6 +53,13 @@ class FakeSlurm:
                 elif state == "resume":
                     self.drained.pop(n, None)
             return ""
+        if argv[0] == "sinfo" and any(a.startswith("--nodes=") for a in argv):  # the rollout's (long states)
+            nodes = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
+            long = {"drain": "drained", "idle": "idle"}
+            return "".join(f"{n}|{long.get(self.state(n), self.state(n))}|{self.drained.get(n, 'none')}\n" for n in nodes)
+        if argv[0] == "squeue" and any(a.startswith("--nodelist=") for a in argv):  # the rollout's
+            node = next(a for a in argv if a.startswith("--nodelist=")).split("=", 1)[1]
+            return f"{self.jobs[node].split()[0]}\n" if node in self.jobs else ""
         if argv[0] == "squeue":
             return "".join(f"{self.jobs[n]}\n" for n in argv[3].split(",") if n in self.jobs)
         return ""

@@ -57,7 +57,7 @@ def cluster(edited_profile, name: str, pool: str) -> str:
 
 @pytest.mark.parametrize("pool_a, refused", [
     ("gpu-cpu", "PodDisruptionBudget/team-gpu-cpu in namespace slurm belongs to cluster team, not team-gpu "
-                "(and 1 more: StatefulSet/team-gpu-cpu)"),
+                "(and 2 more: PodDisruptionBudget/team-gpu-cpu-busy, StatefulSet/team-gpu-cpu)"),
     ("gpu-controller", "StatefulSet/team-gpu-controller in namespace slurm belongs to cluster team, not team-gpu")],
     ids=["pool-vs-pool", "pool-vs-slurmctld"])
 def test_up_refuses_objects_of_another_cluster_and_down_leaves_them(stub, kubeconfig, edited_profile, pool_a, refused):

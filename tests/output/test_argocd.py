@@ -220,11 +220,12 @@ def test_claim_templates_carry_apiversion_and_kind(example_profile: Path) -> Non
 def test_the_account_tree_job_is_a_post_sync_hook(tmp_path: Path) -> None:
     """A cluster Argo CD syncs gets its accounts from a PostSync Job, re-created on every sync."""
     bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
-    hooks = [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" in o["metadata"].get("annotations", {})]
+    hooks = [o for o in waved_objects(bundle) if "argocd.argoproj.io/hook" in o["metadata"].get("annotations", {})
+             and "-accounts-" in o["metadata"]["name"]]
     assert [h["kind"] for h in hooks] == ["Job"]
     assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook"] == "PostSync"
     assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
     tree = argocd(bundle)
     assert f"manifests/job-{hooks[0]['metadata']['name']}.yaml" in yaml.safe_load(tree["kustomization.yaml"])["resources"]
-    # a profile without an account tree has no hook
-    assert not render_file(ROOT / "profiles" / "kind-dev.yaml").hooks
+    # a profile without an account tree has no account Job (only the rollout's hook)
+    assert not [h for h in render_file(ROOT / "profiles" / "kind-dev.yaml").hooks if "-accounts-" in h["metadata"]["name"]]

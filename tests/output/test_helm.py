@@ -198,8 +198,9 @@ def test_the_account_job_is_a_post_install_hook(tmp_path: Path) -> None:
     """A Helm release gets its accounts from a Job run after install and upgrade, in the release's namespace."""
     bundle = render_file(ROOT / "profiles" / "gpu-ib.yaml")
     write_tree(build_tree(bundle, "helm"), tmp_path)
-    jobs = [o for o in helm_template(tmp_path, namespace="other") if o["kind"] == "Job"]
-    assert len(jobs) == 1 and jobs[0]["metadata"]["name"] == bundle.hooks[0]["metadata"]["name"]
+    jobs = [o for o in helm_template(tmp_path, namespace="other") if o["kind"] == "Job" and "-accounts-" in o["metadata"]["name"]]
+    accounts = [h for h in bundle.hooks if h["kind"] == "Job" and "-accounts-" in h["metadata"]["name"]]
+    assert len(jobs) == 1 and jobs[0]["metadata"]["name"] == accounts[0]["metadata"]["name"]
     annotations = jobs[0]["metadata"]["annotations"]
     assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
     assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmk8s import naming
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile import scheduling
 from slurmk8s.render import render
@@ -60,7 +61,8 @@ def test_the_tree_survives_json(profile: Path) -> None:
 
 
 def job_of(profile: Path) -> dict:
-    (job,) = render(read_profile(profile)).hooks
+    (job,) = [h for h in render(read_profile(profile)).hooks
+              if h["kind"] == "Job" and h["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.ACCOUNTS]
     return job
 
 
@@ -156,7 +158,7 @@ def test_the_job_is_named_by_what_it_applies(tmp_path: Path) -> None:
 def test_no_service_or_policy_of_a_daemon_selects_the_job_pod() -> None:
     """The Job's pod has its own component label: the slurmdbd Service must never resolve to it."""
     bundle = render(read_profile(GPU_IB))
-    labels = bundle.hooks[0]["spec"]["template"]["metadata"]["labels"]
+    labels = job_of(GPU_IB)["spec"]["template"]["metadata"]["labels"]
     for obj in bundle.objects:
         selector = (obj.get("spec", {}).get("selector") if obj["kind"] == "Service" else
                     (obj.get("spec", {}).get("selector") or {}).get("matchLabels") if obj["kind"] == "PodDisruptionBudget"

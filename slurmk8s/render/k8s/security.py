@@ -79,6 +79,13 @@ ACCEPTED: dict[str, dict[str, str]] = {
         "CKV_K8S_40": _UID_SLURM,
         "CKV_K8S_43": _DIGEST,
     },
+    naming.ROLLOUT: {
+        "CKV_K8S_15": _PULL,
+        "CKV_K8S_22": "init-config writes the config and installs the key in the image's /etc/slurm, as in every Slurm pod",
+        "CKV_K8S_25": _CAPS_INIT,
+        "CKV_K8S_40": _UID_SLURM,
+        "CKV_K8S_43": _DIGEST,
+    },
     naming.RESTAPI: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": _ROOTFS,
@@ -93,10 +100,10 @@ ACCEPTED_WITH_MUNGE: dict[str, str] = {
     "CKV_K8S_37": "munged runs as root with the default capability set to read its root-owned key",
 }
 
-# Extra findings of the controller when it scales elastic pools (power saving needs the API).
+# Extra findings of pods that call the API: slurmctld (power saving, busy marks) and the rollout Job.
 ACCEPTED_WITH_TOKEN: dict[str, str] = {
-    "CKV_K8S_38": "slurmctld's ResumeProgram/SuspendProgram scale the pool StatefulSets through the API "
-                  "(RBAC: statefulsets/scale only)",
+    "CKV_K8S_38": "the pod calls the API with a Role limited to named objects: the pool StatefulSets' scale "
+                  "(power saving), pool pod labels (busy marks), get/delete of pool pods (the rollout Job)",
 }
 
 

@@ -149,13 +149,3 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         sts["metadata"]["annotations"][naming.ANNOTATION_FIRST_NODE] = str(segment.offset)
     return sts
 
-
-def build_pdb_pool(profile: Profile, pool: Pool) -> Obj:
-    """At most one node of a pool disrupted at a time by voluntary evictions."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": meta(profile, naming.pool_statefulset(profile.name, pool.name), naming.WORKER, pool.name),
-        "spec": {"maxUnavailable": 1,
-                 "selector": {"matchLabels": naming.selector_labels(profile.name, naming.WORKER, pool.name)}},
-    }

@@ -1,0 +1,202 @@
+"""Job-safe replacement of slurmd pods: OnDelete pools, the Slurm version on every workload, busy-aware
+PodDisruptionBudgets, and the GitOps hook that runs the rollout (render/rollout.py) from inside the cluster.
+
+The hook (a ServiceAccount, a Role, its binding, a ConfigMap and a Job) goes in Bundle.hooks: Argo CD
+runs it as a PostSync hook and Helm as a post-upgrade hook (output/argocd.py, output/helm.py); `up`
+does the same work itself (actions/rollout.py).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from slurmk8s import naming
+from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.render import rollout
+from slurmk8s.render.k8s.common import Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, volume_config
+from slurmk8s.render.topology import pool_segments
+
+ROLLOUT_DIR = "/etc/slurmk8s/rollout"
+BUSY_DIR = "/etc/slurmk8s/busy"  # the busy-marking programs, mounted in slurmctld
+# How long one replaced pod may take to come back Ready and registered (image pulls count).
+READY_TIMEOUT = 900
+# Components whose workloads carry the Slurm release they run.
+SLURM_COMPONENTS = (naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
+WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet")
+
+
+def with_rollout_fields(profile: Profile, obj: Obj) -> Obj:
+    """A copy of a workload with the Slurm version annotation, and OnDelete for a pool's StatefulSet."""
+    labels = obj["metadata"].get("labels") or {}
+    if obj["kind"] not in WORKLOADS or labels.get(naming.LABEL_COMPONENT) not in SLURM_COMPONENTS:
+        return obj
+    annotations = {**obj["metadata"].get("annotations", {}), naming.ANNOTATION_SLURM_VERSION: profile.version}
+    out = {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
+    if obj["kind"] == "StatefulSet" and rollout.is_pool_statefulset(obj):
+        # A changed template replaces no pod by itself: the rollout drains each node first.
+        out["spec"] = {**obj["spec"], "updateStrategy": {"type": rollout.ON_DELETE}}
+    if obj["kind"] == "StatefulSet" and labels.get(naming.LABEL_COMPONENT) == naming.CONTROLLER and profile.pools:
+        out = with_busy_programs(profile, out)
+    return out
+
+
+def build_pdbs_pool(profile: Profile, pool: Pool) -> list[Obj]:
+    """Two budgets per pool, disjoint (the eviction API refuses a pod two budgets select): idle pods one
+    at a time, busy pods (a job runs on them, label slurmk8s.io/busy=true) never."""
+    name = naming.pool_statefulset(profile.name, pool.name)
+    labels = naming.selector_labels(profile.name, naming.WORKER, pool.name)
+    idle = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(profile, name, naming.WORKER, pool.name),
+            "spec": {"maxUnavailable": 1,
+                     "selector": {"matchLabels": dict(labels),
+                                  "matchExpressions": [{"key": naming.LABEL_BUSY, "operator": "NotIn",
+                                                        "values": ["true"]}]}}}
+    busy = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(profile, f"{name}-busy", naming.WORKER, pool.name),
+            "spec": {"maxUnavailable": 0,
+                     "selector": {"matchLabels": {**labels, naming.LABEL_BUSY: "true"}}}}
+    return [idle, busy]
+
+
+def with_busy_marking(profile: Profile, files: dict[str, str]) -> dict[str, str]:
+    """slurm.conf with PrologSlurmctld/EpilogSlurmctld marking pool pods busy or idle (render/scripts/busy.py);
+    the lines go before the node definitions."""
+    if not profile.pools:
+        return files
+    lines = ("# Mark pool pods busy while a job runs, so a PodDisruptionBudget keeps evictions away from them\n"
+             "# (https://slurm.schedmd.com/prolog_epilog.html).\n"
+             f"PrologSlurmctld={BUSY_DIR}/prolog\nEpilogSlurmctld={BUSY_DIR}/epilog\n")
+    conf = files["slurm.conf"]
+    at = conf.find("\nNodeName=")
+    conf = conf + lines if at < 0 else conf[:at + 1] + lines + conf[at + 1:]
+    return {**files, "slurm.conf": conf}
+
+
+def busy_nodes(profile: Profile) -> str:
+    """nodes.json: node <pool>-<n> is pod n - offset of the segment whose offset..offset+slots-1 holds n."""
+    pools = {p.name: [{"statefulset": s.statefulset, "offset": s.offset, "slots": s.slots}
+                      for s in pool_segments(profile, p)] for p in profile.pools}
+    return json.dumps({"pools": pools}, indent=2, sort_keys=True) + "\n"
+
+
+def build_busy_objects(profile: Profile) -> list[Obj]:
+    """The busy-marking ConfigMap, and a Role letting slurmctld patch exactly the pool pods (their labels)."""
+    if not profile.pools:
+        return []
+    name = naming.role(profile.name, "busy")
+    wrapper = "#!/bin/sh\nexec python3 {dir}/busy.py {verb}\n"
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
+                 "data": {"busy.py": busy_program(),
+                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "nodes.json": busy_nodes(profile),
+                          "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": meta(profile, name, naming.CONTROLLER),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.CONTROLLER),
+                             "namespace": profile.namespace}]}
+    return [role, binding, configmap]
+
+
+def with_busy_programs(profile: Profile, sts: Obj) -> Obj:
+    """The controller's StatefulSet with the busy-marking programs mounted and its token (for the Role)."""
+    pod = sts["spec"]["template"]["spec"]
+    volume = {"name": "busy", "configMap": {"name": naming.role(profile.name, "busy"), "defaultMode": 0o555}}
+    containers = [{**c, "volumeMounts": c.get("volumeMounts", []) + [{"name": "busy", "mountPath": BUSY_DIR,
+                                                                      "readOnly": True}]}
+                  if c["name"] == "slurmctld" else c for c in pod["containers"]]
+    pod = {**pod, "automountServiceAccountToken": True, "containers": containers,
+           "volumes": pod.get("volumes", []) + [volume]}
+    return {**sts, "spec": {**sts["spec"], "template": {**sts["spec"]["template"], "spec": pod}}}
+
+
+@lru_cache(maxsize=1)
+def busy_program() -> str:
+    """The PrologSlurmctld/EpilogSlurmctld program shipped in the busy ConfigMap."""
+    return resources.files("slurmk8s.render").joinpath("scripts/busy.py").read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def rollout_programs() -> dict[str, str]:
+    """The hook's two files: its runner and the shared driver (this package's render/rollout.py)."""
+    base = resources.files("slurmk8s.render")
+    return {"rollout.py": base.joinpath("scripts/rollout.py").read_text("utf-8"),
+            "rollout_core.py": base.joinpath("rollout.py").read_text("utf-8")}
+
+
+def pool_statefulsets(profile: Profile) -> list[str]:
+    return sorted(s.statefulset for p in profile.pools for s in pool_segments(profile, p))
+
+
+def pool_pods(profile: Profile) -> list[str]:
+    """Every pod name a pool can have (its slots), for the Role's resourceNames."""
+    return sorted(naming.pod_name(s.statefulset, i) for p in profile.pools for s in pool_segments(profile, p)
+                  for i in range(s.slots))
+
+
+def rollout_settings(profile: Profile) -> str:
+    return json.dumps({"statefulsets": pool_statefulsets(profile), "maxUnavailable": profile.rollout.max_unavailable,
+                       "drainTimeout": profile.rollout.drain_timeout, "readyTimeout": READY_TIMEOUT},
+                      indent=2, sort_keys=True) + "\n"
+
+
+def build_hooks_rollout(profile: Profile, pool_templates: list[Obj]) -> list[Obj]:
+    """ServiceAccount, Role, RoleBinding, ConfigMap and Job of the in-cluster rollout, in that order."""
+    name = naming.component_name(profile.name, naming.ROLLOUT)
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(profile, name, naming.ROLLOUT),
+          "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": meta(profile, name, naming.ROLLOUT),
+            "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                       "resourceNames": pool_statefulsets(profile), "verbs": ["get"]},
+                      {"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile),
+                       "verbs": ["get", "delete"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": meta(profile, name, naming.ROLLOUT),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": profile.namespace}]}
+    data = {**rollout_programs(), "settings.json": rollout_settings(profile)}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.ROLLOUT),
+                 "data": dict(sorted(data.items()))}
+    return [sa, role, binding, configmap, build_job_rollout(profile, data, pool_templates)]
+
+
+def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: list[Obj]) -> Obj:
+    """The Job; named by the pool templates it rolls to and what it runs, so each change is a new Job."""
+    image = profile.images.controller
+    runner = {
+        "name": "rollout",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["python3", f"{ROLLOUT_DIR}/rollout.py"],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        # SlurmUser may drain and resume nodes; nothing here needs root.
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": "rollout", "mountPath": ROLLOUT_DIR,
+                                                              "readOnly": True}],
+    }
+    volumes = volume_config(profile) + [{"name": "rollout", "configMap": {
+        "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
+    # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
+    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)], volumes,
+                   {"restartPolicy": "Never", "automountServiceAccountToken": True,
+                    "securityContext": {"fsGroup": naming.SLURM_UID}})
+    slots = sum(s.slots for p in profile.pools for s in pool_segments(profile, p))
+    batches = -(-slots // profile.rollout.max_unavailable)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": meta(profile, naming.rollout_job(profile.name, config_hash(pool_templates, data, image)),
+                         naming.ROLLOUT),
+        "spec": {
+            # A stopped rollout (jobs outlived drainTimeout) fails the sync and says why; retrying
+            # would only wait again.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": batches * (profile.rollout.drain_timeout + READY_TIMEOUT) + 600,
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {"metadata": {"labels": naming.object_labels(profile.name, naming.ROLLOUT)}, "spec": pod},
+        },
+    }
