@@ -12,6 +12,7 @@ from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
 )
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
+from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
 __all__ = ["Bundle", "RequiredSecret", "render"]
@@ -50,6 +51,13 @@ def render(profile: Profile) -> Bundle:
     files = render_slurm_files(profile)
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
+    # Each pod template hashes only what needs a restart of its pod (render/restarts.py); the rest
+    # reaches the running daemons with `scontrol reconfigure` (`up` runs it).
+    conf, version = files["slurm.conf"], profile.version
+    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth)
+    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), files["cgroup.conf"],
+                              files.get("gres.conf"), profile.auth)
+    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth)
     acc = profile.accounting
     embedded_db = acc.enabled and acc.external is None
     components = [naming.CONTROLLER, naming.WORKER]
@@ -99,15 +107,15 @@ def render(profile: Profile) -> Bundle:
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
-        objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
-    controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
+        objects.append(accounting.build_statefulset_accounting(profile, config_hash(client_hash, dbd_conf)))
+    # The power scripts are a mounted ConfigMap run afresh each time: no restart for them.
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
-    objects += [sts for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurm_hash)]
-    objects += sidebyside.build_daemonsets_shared(profile, slurm_hash)
+    objects += [sts for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurmd_hash)]
+    objects += sidebyside.build_daemonsets_shared(profile, slurmd_hash)
     if profile.login.replicas:
-        objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
+        objects.append(login.build_statefulset_login(profile, config_hash(client_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
-        objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
+        objects.append(restapi.build_deployment_restapi(profile, client_hash))
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
     objects = [security.with_scan_annotations(o) for o in objects]

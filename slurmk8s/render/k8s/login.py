@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
+    CONFIG_LIVE, Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
 
 SSHD_CONFIG = """\
@@ -51,7 +51,7 @@ def sackd_sidecar(profile: Profile, image: str) -> list[Obj]:
         "restartPolicy": "Always",
         "command": ["sackd", "-D"],
         "startupProbe": {"exec": {"command": ["test", "-S", socket]}, "periodSeconds": 1, "failureThreshold": 30},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "sack", "mountPath": "/run/slurm"}],
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [{"name": "sack", "mountPath": "/run/slurm"}],
         "resources": small_resources(),
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
     }]
@@ -67,7 +67,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     """sshd in the foreground; host keys made at start (they change when a pod is recreated)."""
     name = naming.component_name(profile.name, naming.LOGIN)
     image = profile.images.login
-    volumes = volume_config(profile) + [
+    volumes = volume_config(profile, CONFIG_LIVE) + [
         {"name": "login-config", "configMap": {"name": naming.login_config_map(profile.name), "defaultMode": 0o444}},
         {"name": "ssh", "emptyDir": {"sizeLimit": "1Mi"}},
     ]
@@ -95,7 +95,8 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
                                                                       "NET_BIND_SERVICE"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)],
+        # Live config: users' commands see a partition change without a new pod.
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [dict(ssh_mount)],
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
@@ -104,7 +105,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
-                                           ssh_mount])] + sackd_sidecar(profile, image),
+                                           ssh_mount], config=CONFIG_LIVE)] + sackd_sidecar(profile, image),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})
