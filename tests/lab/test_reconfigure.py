@@ -1,0 +1,89 @@
+"""In-place reconfigure on real Slurm (22.05 munge, 24.11 and 26.05 auth/slurm): configless slurmd
+gets a partition edit pushed by `scontrol reconfigure`, and no slurmd restarts (docs/day2.md).
+
+The lab's kubelet writes a ConfigMap volume once; the edit here swaps the volume's ..data link
+as the kubelet's atomic writer does on an update, in the controller pod only: the slurmd pods
+hold no Slurm files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from slurmk8s import naming
+from slurmk8s.lab import cluster
+
+import slurmfacts
+from labenv import boot_or_skip, down_and_check_clean
+from waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = {
+    "kind-dev-26.05": ROOT / "profiles/kind-dev.yaml",
+    "legacy-munge-22.05": ROOT / "profiles/legacy-munge.yaml",
+    "gpu-24.11": ROOT / "tests/lab/profiles/gpu-2411.yaml",
+}
+NEW_MAX_TIME = "2-03:00:00"
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module", params=sorted(PROFILES), ids=sorted(PROFILES))
+def booted(request):
+    lab, bundle = boot_or_skip(PROFILES[request.param])
+    yield lab, bundle
+    down_and_check_clean(lab)
+
+
+def update_config_volume(target: Path, files: dict[str, str]) -> None:
+    """What the kubelet's atomic writer does on a ConfigMap update: a new timestamped dir, then ..data swapped."""
+    stamp = Path(tempfile.mkdtemp(prefix="..update.", dir=target))
+    os.chmod(stamp, 0o755)
+    for name, text in files.items():
+        (stamp / name).write_text(text)
+        os.chmod(stamp / name, 0o444)
+    link = target / "..data_tmp"
+    link.symlink_to(stamp.name)
+    os.replace(link, target / "..data")
+    for name in files:
+        if not (target / name).is_symlink():
+            (target / name).symlink_to(f"..data/{name}")
+
+
+def pool_pods(lab) -> list:
+    return [p for p in lab.pods if p.pool]
+
+
+def test_a_partition_edit_reaches_every_configless_slurmd_without_a_restart(booted):
+    lab, bundle = booted
+    # configless: the slurmd pods mount no Slurm config, yet their nodes registered
+    assert all("slurm-config" not in {v.name for v in p.volumes} for p in pool_pods(lab))
+    started = {p.slurm_node: slurmfacts.node(lab, p.slurm_node)["SlurmdStartTime"] for p in pool_pods(lab)}
+    assert started and all(t not in ("", "None") for t in started.values()), started
+
+    files = dict(lab.slurm_files)
+    first = re.search(r"^PartitionName=(\S+) .*$", files["slurm.conf"], re.M)
+    partition = first.group(1)
+    files["slurm.conf"] = files["slurm.conf"].replace(
+        first.group(0), re.sub(r"MaxTime=\S+", f"MaxTime={NEW_MAX_TIME}", first.group(0)))
+    controller = lab.pod(naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0))
+    update_config_volume(lab.volume_dir(controller, "slurm-config"), files)
+
+    done = lab.exec(["scontrol", "reconfigure"], pod=controller.name, timeout=60)
+    assert done.returncode == 0, done.stderr
+    wait_for(f"partition {partition} to have MaxTime={NEW_MAX_TIME}",
+             lambda: f"MaxTime={NEW_MAX_TIME}" in slurmfacts.run(lab, "scontrol", "-o", "show", "partition", partition),
+             deadline_s=60)
+    for pod in pool_pods(lab):
+        wait_for(f"{pod.name}'s configless slurm.conf to have the edit",
+                 lambda: f"MaxTime={NEW_MAX_TIME}" in cluster.exec_in_lab(
+                     lab.lab_id, ["cat", "/run/slurm/conf/slurm.conf"], pod=pod.name).stdout, deadline_s=60)
+    after = {n: slurmfacts.node(lab, n)["SlurmdStartTime"] for n in started}
+    assert after == started  # no slurmd restarted
+    states = slurmfacts.node_states(lab)
+    assert all(states[n].startswith("idle") for n in started), states
