@@ -1,7 +1,7 @@
 """Day 2 on a real Kubernetes (kind, kind-configs/dev.yaml): a partition edit reaches every daemon
 in place while a job runs, and a deleted slurmd pod tells slurmctld it is going (docs/day2.md).
 
-Its own kind cluster (slurmk8s-reconfig), removed afterwards. `python -m pytest tests/e2e/test_reconfigure.py -m e2e`.
+Its own kind cluster (slurmk8s-reconfig), removed afterwards. `python -m pytest tests/e2e/test_day2_kind.py -m e2e`.
 """
 
 from __future__ import annotations
