@@ -10,6 +10,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj
+from slurmk8s.render.slurmfiles import SLURM_KEY_PATH
 
 # How long a deleted slurmd pod may take: its preStop hook waits for the node's jobs for all
 # but the last STOP_MARGIN_SECONDS of it, which slurmd keeps to stop.
@@ -38,6 +39,8 @@ def _find_node() -> list[str]:
     the pod's hostname), with the configless copy of slurm.conf as the clients' config."""
     return [
         f"for c in {' '.join(FETCHED_CONF)}; do [ -f \"$c\" ] && export SLURM_CONF=\"$c\" && break; done",
+        # auth/slurm looks for its key next to slurm.conf unless told (as configless slurmd itself is)
+        f"[ ! -f {SLURM_KEY_PATH} ] || export SLURM_SACK_KEY={SLURM_KEY_PATH}",
         'node=${NODE_NAME:-}',
         '[ -n "$node" ] || node=$(sinfo -h -N -o "%N %n" 2>/dev/null | awk -v h="$(hostname)" \'$2 == h { print $1; exit }\')',
     ]
