@@ -83,3 +83,17 @@ def test_up_without_a_slurm_change_runs_no_reconfigure(up):
     _, lines = up(KIND_DEV, exec_fn=lambda c: asked.append(c) or "cpu-0 idle\ncpu-1 idle\n")
     assert asked == [SINFO]
     assert not [line for line in lines if line.startswith(("restarts:", "in place", "reconfigured"))]
+
+
+def test_reconfigure_gives_up_with_one_clear_error_when_the_controller_never_sees_the_files():
+    import pytest
+    from slurmk8s.actions.reconfigure import reconfigure_in_place
+    from slurmk8s.errors import ClusterError
+    nudged, ran = [], []
+    with pytest.raises(ClusterError) as caught:
+        reconfigure_in_place({"slurm.conf": "ClusterName=dev\n"}, ["dev-controller-0", "dev-controller-1"],
+                             lambda pod, value: nudged.append(pod), lambda c: ran.append(c) or "0" * 64 + "  -\n",
+                             timeout=0.2, poll=0.01, say=lambda line: None)
+    assert str(caught.value).startswith("the controller did not see the new Slurm config within 0 s")
+    assert nudged == ["dev-controller-0", "dev-controller-1"]
+    assert ran and ["scontrol", "reconfigure"] not in ran
