@@ -1,13 +1,16 @@
-"""Burst speed in the lab: seconds from `sbatch` of a job that needs N more nodes to its start.
+"""Burst speed in the lab: the timeline from `sbatch` of a job that needs N more nodes to its start.
 
     sudo python bench/burst.py        # N = 1 and 8; needs root and .ci/install-lab.sh
 
 The real slurmctld runs the rendered ResumeProgram, which scales the pool through the lab's
 statefulsets/scale API; the lab starts the pods; the job starts once every node registered.
+Printed per step: ResumeProgram's scale reached the API, the pods exist, slurmctld holds the
+nodes as registered (no POWERING_UP), the job runs. The gap between the last two is slurmctld's.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -30,31 +33,57 @@ def profile_text(max_nodes: int) -> bytes:
     return yaml.safe_dump(doc).encode()
 
 
-def one_run(extra: int) -> tuple[float, float]:
-    """(seconds sbatch -> RUNNING, seconds sbatch -> pods started by the lab)."""
+STEPS = ("ResumeProgram scaled", "pods created", "slurmd registered", "job started")
+
+
+def _nodes_up(lab, names: list[str]) -> bool:
+    """True once slurmctld holds every one of the nodes as registered (no power-up or no-response flag)."""
+    out = lab.exec(["scontrol", "show", "node", "-o", ",".join(names)]).stdout
+    states = [line.split("State=", 1)[1].split()[0] for line in out.splitlines() if "State=" in line]
+    return len(states) == len(names) and not any(
+        flag in state for state in states for flag in ("POWERING_UP", "POWERED_DOWN", "NOT_RESPONDING", "DOWN"))
+
+
+def one_run(extra: int) -> dict[str, float]:
+    """Seconds from `sbatch` to each step of STEPS (polled every 0.2 s)."""
     bundle = render(load_profile(profile_text(1 + extra), "burst"))
     lab = cluster.boot(bundle, log=lambda line: None)
+    new_nodes = [f"cpu-{i}" for i in range(1, 1 + extra)]
     try:
         started = time.monotonic()
         job = verify.submit(lab, f"-N{1 + extra}", "--wrap", "sleep 1")
-        pods_at = None
+        seen: dict[str, float] = {}
         while time.monotonic() - started < 600:
-            if pods_at is None and lab.replicas["burst-cpu"] == 1 + extra:
-                pods_at = time.monotonic() - started
+            now = time.monotonic() - started
+            wanted, created = lab.scale_of("burst-cpu")
+            if wanted == 1 + extra:
+                seen.setdefault("ResumeProgram scaled", now)
+            if created == 1 + extra:
+                seen.setdefault("pods created", now)
+            if "pods created" in seen and "slurmd registered" not in seen and _nodes_up(lab, new_nodes):
+                seen["slurmd registered"] = time.monotonic() - started
             state = lab.exec(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip()
             if state in ("RUNNING", "COMPLETING", ""):
-                return time.monotonic() - started, pods_at or float("nan")
+                seen["job started"] = time.monotonic() - started
+                seen.setdefault("slurmd registered", seen["job started"])
+                return seen
             time.sleep(0.2)
-        raise SystemExit(f"job {job} did not start within 600 s")
+        raise SystemExit(f"job {job} did not start within 600 s; reached {seen}")
     finally:
         lab.down()
 
 
 def main() -> None:
-    print(f"{'extra nodes':>11}{'sbatch->start s':>17}{'sbatch->pods up s':>19}   (median of {REPEAT})")
-    for extra in EXTRA:
-        runs = [one_run(extra) for _ in range(REPEAT)]
-        print(f"{extra:>11}{statistics.median(r[0] for r in runs):>17.1f}{statistics.median(r[1] for r in runs):>19.1f}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extra", type=int, action="append", help=f"more nodes the job needs (default {EXTRA})")
+    parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per N (median)")
+    args = parser.parse_args()
+    print(f"seconds after `sbatch` of a job needing N more nodes (median of {args.repeat})")
+    print(f"{'N':>3}" + "".join(f"{step:>22}" for step in STEPS))
+    for extra in args.extra or EXTRA:
+        runs = [one_run(extra) for _ in range(args.repeat)]
+        print(f"{extra:>3}" + "".join(f"{statistics.median(r.get(s, float('nan')) for r in runs):>22.1f}"
+                                     for s in STEPS))
 
 
 if __name__ == "__main__":

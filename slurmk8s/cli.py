@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from slurmk8s.errors import SlurmK8sError
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+# rich_markup_mode=None on every Typer() of the CLI: plain help and error text. typer's rich
+# formatting imports rich's console, markdown and pygments (about 50 ms, more than the rest of `--help`).
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images.")
 
@@ -103,6 +105,45 @@ def _register_command_groups() -> None:
 
 
 _register_command_groups()
+
+
+def _plain_str_coercion() -> None:
+    """A `str` parameter given a string, or a `bool` one a bool, is taken as is, without pydantic.
+
+    typer 0.29 coerces every parameter through a pydantic TypeAdapter; importing pydantic is about
+    50 ms, a third of a whole `render`. Given a value of its own type that adapter hands it back
+    unchanged; every other case (other types, custom parsers, a string for a bool) still goes to
+    typer's own coercion, built only then. On a typer without these internals nothing changes.
+    """
+    try:
+        from dataclasses import dataclass
+
+        from typer import _coercion, core
+        build = core.build_runtime_param
+        base = _coercion.RuntimeParam
+    except (ImportError, AttributeError):
+        return
+
+    @dataclass(frozen=True)
+    class Plain(base):  # type: ignore[misc, valid-type]
+        descriptor: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if type(value) is self.annotation:
+                return value
+            return build(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+    def build_runtime_param(descriptor: Any) -> Any:
+        if (descriptor.annotation in (str, bool) and descriptor.file_annotation is None
+                and getattr(descriptor.parameter_info, "parser", None) is None):
+            return Plain(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation,
+                         descriptor=descriptor)
+        return build(descriptor)
+
+    core.build_runtime_param = build_runtime_param
+
+
+_plain_str_coercion()
 
 
 INTERRUPTED = 130  # 128 + SIGINT

@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
                                        wait=wait, timeout=timeout, dry_run=dry_run, verbose=verbose,
                                        echo=typer.echo, ask=lambda q: typer.confirm(q, default=False)))
 
-    accounts_app = typer.Typer(no_args_is_help=True, help="The profile's accounts, users and QoS in slurmdbd.")
+    accounts_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The profile's accounts, users and QoS in slurmdbd.")
     app.add_typer(accounts_app, name="accounts")
 
     @accounts_app.command("apply")
@@ -179,7 +179,7 @@ def register(app: typer.Typer) -> None:
         _run(verbose, lambda: run_accounts_apply(profile, _access(kubeconfig, context), delete=prune, timeout=timeout,
                                                  verbose=verbose, echo=typer.echo))
 
-    secrets_app = typer.Typer(no_args_is_help=True, help="Secrets the cluster needs (created once, never overwritten).")
+    secrets_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Secrets the cluster needs (created once, never overwritten).")
     app.add_typer(secrets_app, name="secrets")
 
     @secrets_app.command("create")

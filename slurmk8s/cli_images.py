@@ -8,7 +8,7 @@ import typer
 
 from slurmk8s.versions import DEFAULT
 
-images_app = typer.Typer(no_args_is_help=True,
+images_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="The project's Slurm and MariaDB images, built here from Debian packages (needs root).")
 
 SLURM_HELP = "Slurm series: 22.05 (bookworm), 24.11 (trixie) or 26.05 (forky); repeat for several."

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-lab_app = typer.Typer(no_args_is_help=True, help="Boot a rendered profile with real Slurm daemons on this machine.")
+lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Boot a rendered profile with real Slurm daemons on this machine.")
 
 ROOTFS_HELP = "Cache directory of the images' trees the containers run on (exported on demand, once per image id)."
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-topology_app = typer.Typer(no_args_is_help=True, help="Network topology: read it from Kubernetes node labels.")
+topology_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Network topology: read it from Kubernetes node labels.")
 
 LABELS_HELP = ("A preset (gke, eks, nvidia, oci, zone) or comma-separated node label keys, from the top tier "
                "to the leaf (tree) or the one block label (block).")

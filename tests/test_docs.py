@@ -37,6 +37,8 @@ ALLOWLIST = {
     "sudo slurmk8s lab down profiles/legacy-munge.yaml": _ROOT_LAB,
     "sudo python bench/lab.py": _ROOT_LAB,
     "sudo python bench/burst.py": _ROOT_LAB,
+    "python bench/render.py --vs-helm CHART_DIR [--before CHECKOUT]":
+        "needs helm (tools/install-helm.sh) and Slinky's chart fetched from GitHub (network)",
     "sudo python bench/kind.py": _KIND + "; --cold builds Kubernetes from source (about 5 minutes)",
     "sudo python bench/images.py": _ROOT_IMAGES,
     "sudo slurmk8s images build --slurm 26.05": _ROOT_IMAGES,

@@ -455,6 +455,10 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     down(lab_id)
     pods = pods_of(bundle)
     templates = every_pod(bundle)
+    members = {pod_for(bundle, w, i).slurm_node for w in workloads(bundle) for i in range(max_replicas(w))}
+    for other, nodes in sandbox.labs_sharing_cgroups(lab_id, members - {None}).items():
+        raise LabError(f"lab {other} is up with Slurm nodes of the same names ({', '.join(nodes)}): two labs would "
+                       f"share Slurm's cgroup dirs slurm_<node>; end it first (`slurmk8s lab down` with its profile)")
     images = rootfs_mod.resolve({c.image for p in templates for c in p.all_containers}, bundle.version, cache_dir, log)
     refuse_unsupported(bundle, templates, images)
     slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
@@ -551,13 +555,31 @@ def wait_nodes_idle(lab: Lab, deadline_s: float = 60) -> None:
                        log_path=[lab.log_path(ctl, "slurmctld")] + [lab.log_path(w, "slurmd") for w in workers])
 
 
-def down(lab_id: str) -> list[str]:
-    """Stop everything of the lab and remove its files; idempotent. Returns what is left (empty = clean)."""
+def down(lab_id: str, keep_logs: Path | None = None) -> list[str]:
+    """Stop everything of the lab and remove its files; idempotent. Returns what is left (empty = clean).
+
+    keep_logs: a directory to copy every container's log into first (pod/container.log), so a
+    failed run can be read after the lab is gone.
+    """
     _stop_supervisor(lab_id)
     left = sandbox.teardown(lab_id)
+    if keep_logs is not None:
+        save_logs(lab_id, keep_logs)
     if not left:
         shutil.rmtree(lab_dir_of(lab_id), ignore_errors=True)
     return left
+
+
+def save_logs(lab_id: str, target: Path) -> list[Path]:
+    """Copy the lab's container logs to target/<pod>/<container>.log; returns the copies."""
+    pods = lab_dir_of(lab_id) / "pods"
+    copies = []
+    for log in sorted(pods.glob("*/*.log")) if pods.is_dir() else []:
+        copy = target / log.parent.name / log.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, copy)
+        copies.append(copy)
+    return copies
 
 
 def _stop_supervisor(lab_id: str, deadline_s: float = 60) -> None:

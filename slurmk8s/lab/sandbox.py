@@ -565,6 +565,27 @@ def _cgroup_names(state: dict | None) -> list[str]:
     return [f"slurm_{n}" for n in sorted(names)]
 
 
+def labs_sharing_cgroups(lab_id: str, slurm_nodes: set[str]) -> dict[str, list[str]]:
+    """Other labs on this machine whose Slurm nodes have names among slurm_nodes: {lab: names}.
+
+    Slurm's cgroup/v1 plugin names a node's cgroup dir slurm_<node> under the host's one tree,
+    so two labs with a node of the same name would share (and tear down) each other's dirs.
+    """
+    wanted = {f"slurm_{n}" for n in slurm_nodes}
+    shared = {}
+    for path in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.is_dir() else []:
+        if path.stem == lab_id:
+            continue
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        names = sorted(set(_cgroup_names(state)) & wanted)
+        if names:
+            shared[path.stem] = [n.removeprefix("slurm_") for n in names]
+    return shared
+
+
 def _cgroup_dirs(state: dict | None) -> list[Path]:
     """Slurm's per-node cgroup dirs (/sys/fs/cgroup/<ctrl>/slurm_<node>) of this lab's pods."""
     found = []

@@ -290,7 +290,12 @@ def resume_check(lab: Lab, pod: Pod, partition: str, resume_timeout_s: float) ->
         detail = f"printed {out}" + ("" if out == [pod.hostname] else f", expected {[pod.hostname]}") + \
             (f"; pod {pod.name} started" if started else f"; pod {pod.name} is not running")
         return Check(name, out == [pod.hostname] and started, detail)
-    return guarded(name, run)
+    result = guarded(name, run)
+    if not result.ok:  # what slurmctld thinks of the node says where the resume stopped
+        shown = lab.exec(["scontrol", "-o", "show", "node", pod.slurm_node], timeout=15)
+        facts = re.findall(r"\b(State|Reason|NodeAddr|LastBusyTime|ResumeAfterTime)=(\S+)", shown.stdout)
+        result = Check(result.name, False, f"{result.detail}; slurmctld: {' '.join(f'{k}={v}' for k, v in facts)}")
+    return result
 
 
 CHECKS: tuple[Callable[[Lab, Bundle], Check | list[Check]], ...] = (

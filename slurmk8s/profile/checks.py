@@ -59,7 +59,9 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += _check_slurm(profile, spec)
     problems += _check_accounting(spec)
     problems += check_scheduling(spec)
-    problems += check_side_by_side(profile.side_by_side, spec, _pool_node_names(profile),
+    # Every node's name (10,000 in a large profile) only when there are shared nodes to compare.
+    problems += check_side_by_side(profile.side_by_side, spec,
+                                   _pool_node_names(profile) if profile.side_by_side else set(),
                                    {p.name for p in profile.partitions})
     problems += check_topology(profile.topology, spec, profile.name, profile.version,
                                {p.name: (p.max_replicas, p.elastic) for p in profile.pools})

@@ -7,14 +7,19 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from slurmk8s.errors import FieldError
 from slurmk8s.profile.kubevalues import FORMATS
 from slurmk8s.quantity import PATTERN as QUANTITY_PATTERN
+from slurmk8s.profile.schemacheck import surely_valid
 from slurmk8s.profile.yamlpos import Positions, format_path
+
+if TYPE_CHECKING:
+    import jsonschema
+
+# jsonschema (about a third of a render's imports) loads only when a profile may be invalid:
+# schemacheck answers "valid" for the rest with the same rules.
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +32,7 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
     """`pattern` with ECMA-262 semantics: Python's `$` would also accept a trailing newline."""
     if not validator.is_type(instance, "string"):
         return
+    import jsonschema
     if not re.search(pattern, instance) or (pattern.endswith("$") and instance.endswith("\n")):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -38,6 +44,7 @@ def _is_integer(checker: Any, instance: Any) -> bool:
 
 def _format_checker() -> jsonschema.FormatChecker:
     """The formats of Kubernetes-side values, checked by the API server's rules (profile.kubevalues)."""
+    import jsonschema
     checker = jsonschema.FormatChecker(formats=())
     for name, problem in FORMATS.items():
         checker.checks(name, raises=ValueError)(_raising(problem))
@@ -57,6 +64,7 @@ def _raising(problem: Any) -> Any:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
+    import jsonschema
     base = jsonschema.Draft202012Validator
     cls = jsonschema.validators.extend(
         base, validators={"pattern": _pattern},
@@ -82,6 +90,8 @@ def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
 
 def is_schema_valid(document: Any) -> bool:
     """True when the document has no schema violation at all."""
+    if surely_valid(document, profile_schema()):
+        return True
     try:
         return next(_validator().iter_errors(document), None) is None
     except RecursionError:
@@ -90,6 +100,8 @@ def is_schema_valid(document: Any) -> bool:
 
 def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
     """validate_schema's problems with their raw paths (profile.repair works on those)."""
+    if surely_valid(document, profile_schema()):
+        return []
     found: dict[tuple, list[tuple[jsonschema.ValidationError, SchemaFinding]]] = {}
 
     def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool, missing: str | None = None,

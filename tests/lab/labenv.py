@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 from slurmk8s.lab import rootfs, sandbox
 from slurmk8s.lab.errors import LabUnavailable
+
+
+# Every lab test's container logs (slurmctld, slurmd, ...) stay here after teardown, one
+# directory per lab, replaced by the next run of the same lab: a failed run can be read.
+LOGS = Path(os.environ.get("SLURMK8S_LAB_LOGS", "/tmp/slurmk8s-lab-logs"))
 
 
 def lab_unavailable(version: str) -> str | None:
@@ -46,6 +53,8 @@ def down_and_check_clean(lab) -> None:
     """Tear the lab down and assert nothing of it is left (processes, netns, links, mounts, cgroups, files)."""
     from slurmk8s.lab import cluster
 
-    left = cluster.down(lab.lab_id)
+    shutil.rmtree(LOGS / lab.lab_id, ignore_errors=True)
+    left = cluster.down(lab.lab_id, keep_logs=LOGS / lab.lab_id)
     assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
+    assert list((LOGS / lab.lab_id).glob("*/slurmctld.log")), f"no slurmctld log kept in {LOGS / lab.lab_id}"
     assert not cluster.lab_dir_of(lab.lab_id).exists()

