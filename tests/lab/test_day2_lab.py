@@ -106,3 +106,27 @@ def test_a_partition_edit_reaches_every_configless_slurmd_without_a_restart(boot
         lab, "scontrol", "-o", "show", "job", job), deadline_s=90)
     states = slurmfacts.node_states(lab)
     assert all(states[n].startswith("idle") for n in nodes), states
+
+
+def test_the_prestop_hook_marks_the_node_down_and_the_next_start_resumes_it(booted):
+    """The lab runs no lifecycle hooks (lab/adapt.py): the test runs the rendered ones as the kubelet would,
+    preStop before stopping slurmd and postStart after starting it again."""
+    lab, bundle = booted
+    pod = pool_pods(lab)[0]
+    template = next(o for o in bundle.objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == pod.owner)
+    hooks = template["spec"]["template"]["spec"]["containers"][0]["lifecycle"]
+    wait_for(f"{pod.slurm_node} to be idle", lambda: slurmfacts.node_states(lab)[pod.slurm_node] == "idle",
+             deadline_s=60)
+
+    stop = cluster.exec_in_lab(lab.lab_id, hooks["preStop"]["exec"]["command"], pod=pod.name, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    info = slurmfacts.node(lab, pod.slurm_node)
+    assert info["State"].startswith("DOWN"), info
+    assert "pod stopping" in slurmfacts.run(lab, "scontrol", "show", "node", pod.slurm_node)
+
+    lab.restart_container(pod.name, "slurmd")
+    start = cluster.exec_in_lab(lab.lab_id, hooks["postStart"]["exec"]["command"], pod=pod.name, timeout=200)
+    assert start.returncode == 0, start.stderr
+    wait_for(f"{pod.slurm_node} to be idle again", lambda: slurmfacts.node_states(lab)[pod.slurm_node] == "idle",
+             deadline_s=60)
+    assert "pod stopping" not in slurmfacts.run(lab, "scontrol", "show", "node", pod.slurm_node)
