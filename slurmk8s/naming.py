@@ -174,6 +174,16 @@ def login_config_map(cluster: str) -> str:
     return f"{cluster}-login-config"
 
 
+def identity_config_map(cluster: str) -> str:
+    """ConfigMap with the declared users and groups (passwd/group lines) and their ssh keys."""
+    return f"{cluster}-identity"
+
+
+def shared_volume_claim(cluster: str, volume: str) -> str:
+    """The claim a profile volume with a `claim` source renders."""
+    return f"{cluster}-{volume}"
+
+
 def power_config_map(cluster: str) -> str:
     """ConfigMap with the resume/suspend programs of elastic pools (controller only)."""
     return f"{cluster}-power"
@@ -182,6 +192,11 @@ def power_config_map(cluster: str) -> str:
 def auth_secret(cluster: str) -> str:
     """Secret with the shared auth key (slurm.key or munge.key); created by `up`."""
     return f"{cluster}-auth-key"
+
+
+def ssh_host_keys_secret(cluster: str) -> str:
+    """Secret with the login pods' ssh host key, shared by every replica; created once by `up`."""
+    return f"{cluster}-ssh-host-keys"
 
 
 def jwt_secret(cluster: str) -> str:

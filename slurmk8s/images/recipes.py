@@ -95,7 +95,7 @@ def recipes_for(series: str) -> tuple[ImageRecipe, ...]:
                     + ", munged for munge profiles",
                     ("slurm-client", "openssh-server", *(("sackd",) if has_sackd else ()), *_SLURM_COMMON),
                     "slurm-client", slurm,
-                    # host keys are made per pod at start (ssh-keygen -A): none may ship in the image
+                    # the host key comes from the create-once Secret <cluster>-ssh-host-keys: none may ship in the image
                     _SLURM_DIRS + ("rm -f /etc/ssh/ssh_host_*", "install -d -m 0755 /run/sshd"),
                     ("/usr/sbin/sshd", "-D", "-e")),
         ImageRecipe("slurmrestd", "slurmrestd with the JWT plugin",

@@ -10,9 +10,13 @@ from typing import Any
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Profile
+from slurmk8s.profile.identity import check_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.pods import check_pods
+from slurmk8s.profile.resources import check_resources
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.profile.topology import check_topology
+from slurmk8s.profile.volumes import check_volumes
 from slurmk8s.quantity import to_bytes, to_mib
 
 Problem = tuple[tuple, str, bool]
@@ -58,7 +62,13 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += _check_partitions(spec)
     problems += _check_slurm(profile, spec)
     problems += _check_accounting(spec)
-    problems += check_scheduling(spec)
+    # A user's identity.accounts count as membership (the paths of listed users are unchanged).
+    problems += check_scheduling({**spec, "scheduling": scheduling_with_identity_accounts(spec)})
+    problems += check_identity(spec)
+    problems += check_volumes(spec)
+    problems += check_resources(spec, profile.daemon_resources)
+    problems += _check_extra_files(spec)
+    problems += check_pods(spec)
     # Every node's name (10,000 in a large profile) only when there are shared nodes to compare.
     problems += check_side_by_side(profile.side_by_side, spec,
                                    _pool_node_names(profile) if profile.side_by_side else set(),
@@ -186,3 +196,14 @@ def _check_accounting(spec: dict) -> list[Problem]:
     if acc.get("enabled") is False and acc.get("database"):
         return [(("spec", "accounting", "database"), "a database is configured but accounting.enabled is false", True)]
     return []
+
+
+# Files the generator writes into /etc/slurm (slurm.conf's companions, keys, scripts).
+GENERATED_FILES = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "topology.conf", "slurmdbd.conf",
+                             "task_prolog.sh", "acct_gather.conf", "oci.conf"})
+
+
+def _check_extra_files(spec: dict) -> list[Problem]:
+    files = spec.get("slurm", {}).get("extraFiles", {})
+    return [(("spec", "slurm", "extraFiles", name), f"{name} is written by the generator; it cannot be replaced here",
+             True) for name in files if name in GENERATED_FILES]

@@ -17,11 +17,15 @@ from slurmk8s.profile.model import (
     Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
     Rdma, SecretRef, Storage,
 )
+from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.pods import load_pods
+from slurmk8s.profile.resources import load_resources
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
 from slurmk8s.profile.sidebyside import load_side_by_side
 from slurmk8s.profile.topology import load_topology
+from slurmk8s.profile.volumes import load_volumes
 from slurmk8s.profile.yamlpos import format_path, parse
 from slurmk8s.quantity import to_mib
 
@@ -36,6 +40,8 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # Fields that never reach a Slurm file and may span lines: a PromQL query in the ScaledObject.
 _MULTILINE_FIELDS = {("spec", "pools", None, "keda", "query")}
+# Mappings whose values are whole files (their keys are still checked): spec.slurm.extraFiles.
+_MULTILINE_MAPS = {("spec", "slurm", "extraFiles")}
 
 
 def load_profile(data: bytes, source: str = "<profile>") -> Profile:
@@ -111,7 +117,7 @@ def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldEr
                 walk(item, path + (i,))
         elif isinstance(value, str):
             generic = tuple(None if isinstance(p, int) else p for p in path)
-            message = problem(value, generic in _MULTILINE_FIELDS)
+            message = problem(value, generic in _MULTILINE_FIELDS or generic[:-1] in _MULTILINE_MAPS)
             if message:
                 errors.append((path, FieldError(*positions.of(path), format_path(path), message)))
 
@@ -145,6 +151,7 @@ def _to_model(doc: dict, source: str) -> Profile:
         srun_port_range=_get(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
         images=images,
         slurm_config=tuple(sorted((k, _conf_value(v)) for k, v in slurm.get("config", {}).items())),
+        slurm_extra_files=tuple(sorted(slurm.get("extraFiles", {}).items())),
         controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
         controller_storage=Storage(str(cstorage.get("size", _d("spec.controller.storage.size"))),
                                    cstorage.get("storageClassName")),
@@ -160,10 +167,14 @@ def _to_model(doc: dict, source: str) -> Profile:
             suspend_timeout=_get(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
             resume_timeout=_get(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
         ),
-        scheduling=load_scheduling(spec.get("scheduling", {})),
+        scheduling=load_scheduling(scheduling_with_identity_accounts(spec)),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
         cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        identity=load_identity(spec.get("identity")),
+        volumes=load_volumes(spec.get("volumes")),
+        daemon_resources=load_resources(spec),
+        pod_settings=load_pods(spec.get("pods")),
         source=source,
     )
 
@@ -233,7 +244,8 @@ def _pool(raw: dict) -> Pool:
         cpus=raw["cpus"],
         memory=str(raw["memory"]),
         memory_mib=to_mib(raw["memory"]),
-        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource"))) if gpus else None,
+        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource")),
+                  gpus.get("onePodPerNode", _d("spec.pools[].gpus.onePodPerNode"))) if gpus else None,
         rdma=Rdma(
             resource=rdma["resource"],
             count=rdma.get("count", _d("spec.pools[].rdma.count")),

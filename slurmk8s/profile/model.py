@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.identity import Identity
+from slurmk8s.profile.pods import PodSettings
+from slurmk8s.profile.resources import DaemonResources, load_resources
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
 from slurmk8s.profile.topology import Topology
+from slurmk8s.profile.volumes import SharedVolume
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Gpus:
     count: int
     type: str | None
     resource: str
+    one_pod_per_node: bool = True  # required anti-affinity among the cluster's GPU pods
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,12 @@ class Profile:
     side_by_side: SideBySide | None = None  # spec.sideBySide (profile/sidebyside.py)
     topology: Topology | None = None  # spec.topology (profile/topology.py)
     cluster_domain: str = "cluster.local"  # spec.clusterDomain: the cluster's DNS domain
+    identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
+    volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
+    # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)
+    daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
+    slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
+    pod_settings: PodSettings = field(default_factory=PodSettings)  # spec.pods (profile/pods.py)
     source: str = field(default="<profile>", compare=False)
 
     def pool(self, name: str) -> Pool:

@@ -9,7 +9,8 @@ from slurmk8s.render import hostfiles
 from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, accounts, cluster, controller, keda, login, power, restapi, security, sidebyside, workers,
+    accounting, accounts, cluster, controller, identity, keda, login, podextras, power, restapi, security, sidebyside,
+    volumes, workers,
 )
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings
@@ -26,6 +27,8 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
         secrets.append(RequiredSecret(naming.db_password_secret(c), "password", "password", naming.DATABASE))
     if profile.restapi_enabled:
         secrets.append(RequiredSecret(naming.jwt_secret(c), "jwt_hs256.key", "jwt", naming.RESTAPI))
+    if profile.login.replicas:
+        secrets.append(RequiredSecret(naming.ssh_host_keys_secret(c), login.HOST_KEY, "ssh-host-ed25519", naming.LOGIN))
     return tuple(secrets)
 
 
@@ -51,13 +54,19 @@ def render(profile: Profile) -> Bundle:
     files = render_slurm_files(profile)
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
+    identity_map = identity.build_configmap_identity(profile)
+    if identity_map:
+        # Every Slurm pod merges the users at start: a change of users rolls them all.
+        slurm_hash = config_hash(slurm_hash, identity_map["data"])
     # Each pod template hashes only what needs a restart of its pod (render/restarts.py); the rest
     # reaches the running daemons with `scontrol reconfigure` (`up` runs it).
     conf, version = files["slurm.conf"], profile.version
-    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth)
-    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), files["cgroup.conf"],
-                              files.get("gres.conf"), profile.auth)
-    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth)
+    users = identity_map["data"] if identity_map else None
+    # Files other than slurm.conf and topology are read at start (cgroup.conf, gres.conf, scripts).
+    start_files = {k: v for k, v in files.items() if k not in ("slurm.conf", "topology.conf", "topology.yaml")}
+    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, users)
+    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, users)
+    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, users)
     acc = profile.accounting
     embedded_db = acc.enabled and acc.external is None
     components = [naming.CONTROLLER, naming.WORKER]
@@ -76,12 +85,15 @@ def render(profile: Profile) -> Bundle:
     if elastic:
         objects += [power.build_role_power(profile), power.build_rolebinding_power(profile)]
     objects.append(cluster.build_configmap_slurm(profile, files))
+    if identity_map:
+        objects.append(identity_map)
     if elastic:
         objects.append(power.build_configmap_power(profile))
     if acc.enabled:
         objects.append(accounting.build_configmap_slurmdbd(profile, dbd_conf))
     if profile.login.replicas:
         objects.append(login.build_configmap_login(profile))
+    objects += volumes.build_pvcs_volumes(profile)
     shared_claim = controller.build_pvc_controller_shared(profile)
     if shared_claim:
         objects.append(shared_claim)
@@ -118,8 +130,8 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, client_hash))
     objects += [keda.build_scaledobject_pool(profile, p) for p in profile.pools if p.keda]
 
-    objects = [security.with_scan_annotations(o) for o in objects]
-    hooks = [security.with_scan_annotations(accounts.build_job_accounts(profile, slurm_hash))] \
+    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, o)) for o in objects]
+    hooks = [security.with_scan_annotations(podextras.with_pod_settings(profile, accounts.build_job_accounts(profile, slurm_hash)))] \
         if manages_accounts(profile) else []
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)

@@ -11,7 +11,7 @@ import jinja2
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import fence, topology
+from slurmk8s.render import fence, jobdefaults, topology
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
@@ -135,7 +135,7 @@ def render_slurm_conf(profile: Profile) -> str:
             "nodes": ",".join(naming.slurm_node_range(name, max_replicas[name]) for name in part.pools),
             "default": part.default,
             "max_time": part.max_time,
-            "extra": list(part.config),
+            "extra": list(part.config) + jobdefaults.partition_memory_defaults(profile, part),
         }
         for part in profile.partitions
     ] + [p for p in [fence.shared_partition(profile)] if p]
@@ -152,6 +152,7 @@ def render_slurm_conf(profile: Profile) -> str:
         gres_types="gpu" if any(p.gpus for p in profile.pools) or fence.shared_nodes_have_gpus(profile) else "",
         accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
         extra=list(profile.slurm_config),
+        derived=jobdefaults.global_job_settings(profile),
         nodes=nodes,
         partitions=partitions,
         slurmctld_parameters=",".join(slurmctld_parameters(profile)),
@@ -206,4 +207,8 @@ def render_slurm_files(profile: Profile) -> dict[str, str]:
     topology_file = topology.topology_file_name(profile)
     if topology_file:
         files[topology_file] = _render(f"{topology_file}.j2", **topology.topology_data(profile))
+    prolog = jobdefaults.task_prolog(profile)
+    if prolog:
+        files[jobdefaults.TASK_PROLOG_FILE] = prolog
+    files.update(profile.slurm_extra_files)  # spec.slurm.extraFiles (names checked not to collide)
     return dict(sorted(files.items()))

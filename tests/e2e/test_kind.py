@@ -193,6 +193,7 @@ def gpu_less_research(profile: dict) -> None:
     """gpu-ib without what kind lacks: GPUs, RDMA, Multus, KEDA, an RWX class, a LoadBalancer."""
     spec = profile["spec"]
     spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
+    spec.pop("volumes", None)  # its /home claim asks for an RWX class kind lacks
     spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
     spec["login"] = {"replicas": 1, "authorizedKeys": spec["login"]["authorizedKeys"]}
     for pool in spec["pools"]:

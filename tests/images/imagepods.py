@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from slurmk8s import material
 from slurmk8s.debian import SLURM_RELEASES
 from slurmk8s.images import build, recipes
 from slurmk8s.profile.loader import load_profile
@@ -91,8 +91,8 @@ def secret_material(bundle) -> dict[str, dict[str, bytes]]:
     """Random content for every Secret the bundle references, as `up` would create it."""
     out: dict[str, dict[str, bytes]] = {}
     for s in bundle.secrets:
-        value = secrets.token_hex(16).encode() if s.key == "password" else secrets.token_bytes(1024)
-        out.setdefault(s.name, {})[s.key] = value
+        # the product's own generator: a host key must be a real OpenSSH key for sshd to start
+        out.setdefault(s.name, {})[s.key] = material.generate(s.kind)
     return out
 
 

@@ -99,7 +99,8 @@ def test_the_overlap_barrier_fails_an_apply_that_is_not_parallel(stub, up):
 def test_missing_secrets_get_strong_fresh_material(stub, up):
     up(GPU_IB)
     created = {r.body["metadata"]["name"]: r for r in stub.calls("POST", "/secrets")}
-    assert sorted(created) == ["research-auth-key", "research-db-password", "research-jwt-key"]
+    assert sorted(created) == ["research-auth-key", "research-db-password", "research-jwt-key",
+                               "research-ssh-host-keys"]
     assert {r.q("fieldManager") for r in created.values()} == {"slurmk8s"}
     key = base64.b64decode(created["research-auth-key"].body["data"]["slurm.key"])
     jwt = base64.b64decode(created["research-jwt-key"].body["data"]["jwt_hs256.key"])
@@ -108,6 +109,8 @@ def test_missing_secrets_get_strong_fresh_material(stub, up):
     assert len(jwt) == 32
     assert len(password) == 32 and set(password) <= set(string.ascii_letters + string.digits)
     assert created["research-auth-key"].path == "/api/v1/namespaces/hpc/secrets"
+    host_key = base64.b64decode(created["research-ssh-host-keys"].body["data"]["ssh_host_ed25519_key"])
+    assert host_key.startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----\n")
 
 
 def test_an_existing_secret_is_never_written(stub, up):
@@ -118,7 +121,8 @@ def test_an_existing_secret_is_never_written(stub, up):
     plan, _ = up(KIND_DEV)
     up(KIND_DEV)
     assert not writes_to(stub, "/secrets/dev-auth-key")
-    assert [r.body["metadata"]["name"] for r in stub.calls("POST", "/secrets")] == ["dev-db-password"]
+    assert [r.body["metadata"]["name"] for r in stub.calls("POST", "/secrets")] == ["dev-db-password",
+                                                                                    "dev-ssh-host-keys"]
     assert stub.get(f"{NS}/secrets", "dev-auth-key")["data"] == old["data"]
     assert [c.action for c in plan.changes if c.ref == "Secret/dev-auth-key"] == ["kept"]
 
@@ -138,7 +142,7 @@ def test_second_up_of_the_same_profile_changes_nothing_and_says_so(stub, up):
     stub.reset_log()
     plan, lines = up(KIND_DEV)
     assert not plan.changed
-    assert f"no changes: {object_count(KIND_DEV)} objects unchanged, 2 of 2 secrets kept" in lines
+    assert f"no changes: {object_count(KIND_DEV)} objects unchanged, 3 of 3 secrets kept" in lines
     assert not stub.calls("POST") and not stub.calls("DELETE")
     after = {n: stub.get(f"{APPS}/statefulsets", n)["metadata"]["resourceVersion"] for n in before}
     assert after == before
@@ -150,7 +154,7 @@ def test_a_changed_profile_configures_only_what_changed(stub, up, edited_profile
     plan, lines = up(tolerant)
     changed = {c.ref: c.action for c in plan.changes if c.action != "unchanged"}
     assert changed == {"StatefulSet/dev-cpu": "configured", "Secret/dev-auth-key": "kept",
-                       "Secret/dev-db-password": "kept"}
+                       "Secret/dev-db-password": "kept", "Secret/dev-ssh-host-keys": "kept"}
     assert "  StatefulSet/dev-cpu configured" in lines
 
 
@@ -198,7 +202,7 @@ def test_dry_run_on_an_empty_cluster_writes_nothing(stub, up):
     assert {r.q("dryRun") for r in stub.calls("PATCH")} == {"All"}
     assert not stub.calls("POST") and not stub.calls("DELETE")
     assert stub.names("/api/v1/namespaces") == []
-    assert plan.count("created") == object_count(KIND_DEV) + 2
+    assert plan.count("created") == object_count(KIND_DEV) + 3  # + 3 Secrets
     assert any(line.startswith("  StatefulSet/dev-cpu would be created") for line in lines)
 
 
@@ -226,7 +230,7 @@ def test_diff_prints_a_unified_diff_of_the_change(stub, up, kubeconfig, edited_p
     assert "+      tolerations:\n+      - operator: Exists" in text
     assert "ConfigMap/dev-slurm-config" not in text  # unchanged objects stay out of the diff
     assert text.endswith(f"would change: 0 created, 1 configured, {object_count(KIND_DEV) - 1} unchanged, 0 pruned; "
-                         "secrets: 0 created, 2 kept")
+                         "secrets: 0 created, 3 kept")
 
 
 def test_up_leaves_an_elastic_pools_live_replicas_to_slurm(stub, up, edited_profile):
@@ -309,11 +313,11 @@ def test_secrets_create_makes_only_secrets_and_the_namespace(stub, kubeconfig):
     from slurmk8s.kube.client import Access
     out: list[str] = []
     run_secrets_create(KIND_DEV, Access(kubeconfig), echo=out.append)
-    assert out[-1] == "secrets in slurm: 2 created, 0 kept as they were"
+    assert out[-1] == "secrets in slurm: 3 created, 0 kept as they were"
     run_secrets_create(KIND_DEV, Access(kubeconfig), echo=out.append)
     assert [r.name for r in stub.calls("PATCH")] == ["slurm"]
-    assert sorted(r.body["metadata"]["name"] for r in stub.calls("POST")) == ["dev-auth-key", "dev-db-password"]
-    assert out[-1] == "secrets in slurm: 0 created, 2 kept as they were"
+    assert sorted(r.body["metadata"]["name"] for r in stub.calls("POST")) == ["dev-auth-key", "dev-db-password", "dev-ssh-host-keys"]
+    assert out[-1] == "secrets in slurm: 0 created, 3 kept as they were"
 
 
 def test_status_updates_by_controllers_do_not_count_as_changes(stub, up):

@@ -57,7 +57,7 @@ def test_a_second_up_reports_no_change_for_any_kind(stub, up):
     plan, lines = up(GPU_IB)
     assert not plan.changed
     assert {c.action for c in plan.changes} == {"unchanged", "kept"}
-    assert lines[-1] == f"no changes: {object_count(GPU_IB)} objects unchanged, 3 of 3 secrets kept"
+    assert lines[-1] == f"no changes: {object_count(GPU_IB)} objects unchanged, 4 of 4 secrets kept"
 
 
 def test_a_scaled_object_the_profile_dropped_is_pruned(stub, up, edited_profile):
@@ -85,7 +85,7 @@ def test_down_deletes_the_scaled_object_too(stub, up, kubeconfig):
     assert "ScaledObject/research-h100" in [c.ref for c in plan.changes if c.action == "deleted"]
     assert stub.names("/apis/keda.sh/v1alpha1/namespaces/hpc/scaledobjects") == []
     # the data stays, and so does the inventory that lists it
-    assert stub.names(f"{NS}/persistentvolumeclaims") == ["research-controller-statesave"]
+    assert stub.names(f"{NS}/persistentvolumeclaims") == ["research-controller-statesave", "research-home"]  # /home too
     assert parent(stub)["metadata"]["annotations"][KINDS] == "Namespace,PersistentVolumeClaim,Secret"
     run_down(GPU_IB, Access(kubeconfig), wait=False, delete_data=True, yes=True, echo=lines.append)
     assert parent(stub) is None and stub.names(f"{NS}/persistentvolumeclaims") == []

@@ -93,7 +93,7 @@ def test_up_twice_then_status_then_down(stub, kubeconfig):
     second = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
     n = object_count(KIND_DEV)
     assert first.returncode == 0 and f"{n} created, 0 configured" in first.stdout
-    assert second.stdout.splitlines()[-1] == f"no changes: {n} objects unchanged, 2 of 2 secrets kept"
+    assert second.stdout.splitlines()[-1] == f"no changes: {n} objects unchanged, 3 of 3 secrets kept"
     status = slurmk8s("status", KIND_DEV, "--kubeconfig", kubeconfig)
     assert status.returncode == 0, status.stderr
     assert re.search(r"^StatefulSet/dev-cpu +2/2 ready$", status.stdout, re.M)

@@ -46,11 +46,11 @@ def test_down_removes_workloads_and_keeps_claims_secrets_and_namespace(running, 
     assert len(paths) == object_count(KIND_DEV) - 1  # every applied object but the Namespace
     assert not [p for p in paths if "/secrets/" in p or "/persistentvolumeclaims/" in p]
     assert "/api/v1/namespaces/slurm" not in paths
-    assert running.names(f"{NS}/secrets") == ["dev-auth-key", "dev-db-password"]
+    assert running.names(f"{NS}/secrets") == ["dev-auth-key", "dev-db-password", "dev-ssh-host-keys"]
     assert running.names(f"{NS}/pods") == []
     assert out[-1] == ("kept: Namespace/slurm, PersistentVolumeClaim/data-dev-mariadb-0, "
                        "PersistentVolumeClaim/statesave-dev-controller-0, Secret/dev-auth-key, "
-                       "Secret/dev-db-password (--delete-data removes the PVCs and Secrets)")
+                       "Secret/dev-db-password, Secret/dev-ssh-host-keys (--delete-data removes the PVCs and Secrets)")
 
 
 def test_down_deletes_workloads_first_in_reverse_dependency_order(running, kubeconfig):
@@ -83,7 +83,7 @@ def test_delete_data_declined_at_the_prompt_deletes_nothing(running, kubeconfig)
 def test_delete_data_with_yes_removes_our_claims_and_secrets_only(running, kubeconfig):
     _, out = down(kubeconfig, delete_data=True, yes=True)
     data = sorted(r.name for r in running.calls("DELETE") if "/secrets/" in r.path or "/persistentvolumeclaims/" in r.path)
-    assert data == ["data-dev-mariadb-0", "dev-auth-key", "dev-db-password", "statesave-dev-controller-0"]
+    assert data == ["data-dev-mariadb-0", "dev-auth-key", "dev-db-password", "dev-ssh-host-keys", "statesave-dev-controller-0"]
     assert running.names(f"{NS}/persistentvolumeclaims") == ["scratch"]
     assert out[-1] == "kept: Namespace/slurm, PersistentVolumeClaim/scratch (not created by slurmk8s)"
 

@@ -118,7 +118,7 @@ def test_diff_output_is_one_document(stub, kubeconfig, fmt):
     n = object_count(KIND_DEV)
     assert (doc["cluster"], doc["namespace"], doc["changed"], doc["context"].split(" of ")[0]) == \
         ("dev", "slurm", True, "context stub")
-    assert doc["counts"]["created"] == n + 2  # objects and the two Secrets
+    assert doc["counts"]["created"] == n + 3  # objects and the three Secrets
     sts = next(c for c in doc["changes"] if c["ref"] == "StatefulSet/dev-cpu")
     assert (sts["action"], sts["live"], sts["applied"]["spec"]["replicas"]) == ("created", None, 2)
     secret = next(c for c in doc["changes"] if c["kind"] == "Secret")
@@ -129,7 +129,7 @@ def test_diff_output_is_one_document(stub, kubeconfig, fmt):
 def test_status_exits_1_for_a_missing_or_degraded_cluster(stub, kubeconfig, up):
     n = object_count(KIND_DEV)
     missing = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
-    assert one_line(missing, 1) == f"cluster dev does not exist: all {n + 2} objects are missing"
+    assert one_line(missing, 1) == f"cluster dev does not exist: all {n + 3} objects are missing"
     up(KIND_DEV)
     healthy = slurmk8s_run("status", KIND_DEV, "--kubeconfig", kubeconfig)
     assert (healthy.returncode, healthy.stderr) == (0, "")

@@ -307,10 +307,11 @@ def test_the_controller_reads_the_service_account_token_through_its_fs_group(boo
 def test_volumes_have_the_kubelet_s_modes_and_claims_keep_theirs(booted):
     lab, _ = booted
     ctl = _pod(lab, "controller")
-    # an emptyDir with fsGroup 401: setgid, group 401; the state claim (local-path, hostPath) comes 0777
-    # without setgid, and the init container closes it to 0700 for SlurmUser (slurmctld refuses less)
+    # an emptyDir with fsGroup 401: setgid, group 401, which the init container closes from 0777 to 0755
+    # (no job user may add a file there); the state claim (local-path, hostPath) comes 0777 without
+    # setgid, and the init container closes it to 0700 for SlurmUser (slurmctld refuses less)
     done = lab.exec(["stat", "-c", "%a %U %G", "/etc/slurm", "/var/spool/slurmctld"], pod=ctl, container="slurmctld")
-    assert done.stdout.split("\n")[:2] == ["2777 root slurm", "700 slurm slurm"], done.stderr
-    worker = _pod(lab, "worker")  # no fsGroup: a plain 0777 emptyDir, a Memory one 1777 (tmpfs root)
+    assert done.stdout.split("\n")[:2] == ["2755 root slurm", "700 slurm slurm"], done.stderr
+    worker = _pod(lab, "worker")  # no fsGroup: a plain emptyDir closed to 0755 by init, a Memory one 1777 (tmpfs root)
     done = lab.exec(["stat", "-c", "%a %U %G", "/etc/slurm", "/dev/shm"], pod=worker, container="slurmd")
-    assert done.stdout.split("\n")[:2] == ["777 root root", "1777 root root"], done.stderr
+    assert done.stdout.split("\n")[:2] == ["755 root root", "1777 root root"], done.stderr

@@ -59,7 +59,7 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
         "ports": [{"name": "slurmdbd", "containerPort": 6819, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 30, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "resources": profile.daemon_resources.accounting.as_kubernetes(),
         # As SlurmUser from the start: slurmdbd.conf is 0600 slurm, which a root without
         # DAC_OVERRIDE cannot read (found on kind: "unable to read slurmdbd.conf").
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
@@ -128,7 +128,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
         "ports": [{"name": "mysql", "containerPort": 3306, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 30, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "resources": profile.daemon_resources.database.as_kubernetes(),
         "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,

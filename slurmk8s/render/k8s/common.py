@@ -8,6 +8,8 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
+from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
 from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
@@ -59,18 +61,19 @@ def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
                                         "items": [{"key": auth_key_name(profile), "path": auth_key_name(profile)}]}},
         {"name": "etc-slurm", "emptyDir": {"sizeLimit": "64Mi"}},
     ]
-    if config == CONFIG_FETCHED:
+    if config == CONFIG_FETCHED and not needs_config_source(profile):
         vols = vols[1:]
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
-    return vols
+    return vols + identity_volumes(profile)
 
 
 def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> list[Obj]:
     """Mounts for the config init container (init=True) or a daemon/client container."""
-    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM}]
-    if (init and config != CONFIG_FETCHED) or config == CONFIG_LIVE:
+    # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
+    mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
+    if (init and (config != CONFIG_FETCHED or needs_config_source(profile))) or config == CONFIG_LIVE:
         # Live: the daemon reads the kubelet's current copy through the links in /etc/slurm.
         mounts.append({"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True})
     if init:
@@ -80,19 +83,42 @@ def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> li
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
     elif profile.auth == "munge":
         mounts += [{"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
-    return mounts
+    return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile))
+
+
+def init_scripts(profile: Profile) -> list[str]:
+    """Scripts of the Slurm ConfigMap that init-config installs (TaskProlog and spec.slurm.files *.sh)."""
+    return ([TASK_PROLOG_FILE] if task_prolog(profile) else []) + \
+        [name for name, _ in profile.slurm_extra_files if name.endswith(".sh")]
+
+
+def extra_files(profile: Profile) -> list[str]:
+    """The profile's own Slurm files other than scripts (plugstack.conf ...)."""
+    return sorted(name for name, _ in profile.slurm_extra_files if not name.endswith(".sh"))
+
+
+def needs_config_source(profile: Profile) -> bool:
+    """Whether a configless slurmd pod's init-config still reads the ConfigMap (scripts, the profile's files)."""
+    return bool(init_scripts(profile) or extra_files(profile))
 
 
 def config_script(profile: Profile, extra: list[str] = (), config: str = CONFIG_COPY) -> str:
     """Shell run by the init container: copy or link config, install the key with the modes Slurm demands."""
-    lines = ["set -eu"]
+    # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
+    lines = ["set -eu", f"chmod 0755 {ETC_SLURM}"]
     if config == CONFIG_COPY:
         lines.append(f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/")
         if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
             lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
     elif config == CONFIG_LIVE:
         # Links through the volume's own name: the kubelet swaps its ..data link on an update.
-        lines.append(f"for f in {' '.join(SLURM_FILE_NAMES)}; do ln -sfn {CONFIG_SOURCE}/$f {ETC_SLURM}/$f; done")
+        names = sorted(set(SLURM_FILE_NAMES) | set(extra_files(profile)))
+        lines.append(f"for f in {' '.join(names)}; do ln -sfn {CONFIG_SOURCE}/$f {ETC_SLURM}/$f; done")
+    else:
+        # Configless: Slurm's own files come from slurmctld; the profile's files are read from here.
+        lines += [f"cp {CONFIG_SOURCE}/{name} {ETC_SLURM}/{name}" for name in extra_files(profile)]
+    for script in init_scripts(profile):  # slurmd/slurmstepd run them as root: executable, root's, not writable by others
+        lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
         lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
@@ -101,6 +127,7 @@ def config_script(profile: Profile, extra: list[str] = (), config: str = CONFIG_
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
                   f"chmod 0755 {MUNGE_SOCKET_DIR} {MUNGE_KEY_DIR}"]
     lines += follow_namespace_script(profile)
+    lines += identity_script(profile)
     lines += list(extra)
     return "\n".join(lines) + "\n"
 

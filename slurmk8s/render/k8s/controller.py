@@ -40,7 +40,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         "ports": [{"name": "slurmctld", "containerPort": 6817, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 30, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        "resources": profile.daemon_resources.controller.as_kubernetes(),
         # As SlurmUser from the start, with nothing to drop to: ResumeProgram and SuspendProgram
         # run as this user and read the service-account token through the pod's fsGroup.
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
@@ -53,10 +53,19 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     # The kubelet writes the projected token 0600 root unless the pod has an fsGroup: with one it
     # is 0640 and group SlurmUser (found on kind: elastic pools never resumed).
     extra: Obj = {"securityContext": {"fsGroup": naming.SLURM_UID}}
+    if profile.controller_replicas > 1:
+        # Primary and backup on different machines, or one machine's loss takes both. Preferred, not
+        # required: on a one-node cluster the backup still runs (and `up` can finish).
+        extra["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": naming.selector_labels(profile.name, naming.CONTROLLER)},
+                "topologyKey": "kubernetes.io/hostname"}}]}}
     if any(p.elastic for p in profile.pools):
         # ResumeProgram/SuspendProgram run here and scale the pools with this pod's ServiceAccount.
         volumes.append({"name": "power", "configMap": {"name": naming.power_config_map(profile.name), "defaultMode": 0o555}})
         slurmctld["volumeMounts"].append({"name": "power", "mountPath": POWER_DIR, "readOnly": True})
+        # The mount point inside the read-only /etc/slurm: the runtime cannot make it there itself.
+        script.append(f"mkdir -p {POWER_DIR}")
         extra["automountServiceAccountToken"] = True
     pod = pod_spec(profile, naming.CONTROLLER,
                    [slurmctld],

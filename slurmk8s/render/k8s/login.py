@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
+from slurmk8s.render.k8s.identity import login_key_script
+from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_script, shared_volumes
 from slurmk8s.render.k8s.common import (
     CONFIG_LIVE, Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
 
+HOST_KEY = "ssh_host_ed25519_key"
+HOST_KEY_SOURCE = "/mnt/ssh-host-keys"
 SSHD_CONFIG = """\
 # sshd for the login pods of a slurmk8s cluster: keys only.
 Port 22
@@ -15,6 +19,7 @@ PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 AuthorizedKeysFile /etc/ssh/authorized_keys/%u
+HostKey /etc/ssh/ssh_host_ed25519_key
 PidFile /run/sshd.pid
 Subsystem sftp internal-sftp
 """
@@ -64,12 +69,14 @@ def build_service_login_pods(profile: Profile) -> Obj:
 
 
 def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
-    """sshd in the foreground; host keys made at start (they change when a pod is recreated)."""
+    """sshd in the foreground with the cluster's one host key (a create-once Secret)."""
     name = naming.component_name(profile.name, naming.LOGIN)
     image = profile.images.login
     volumes = volume_config(profile, CONFIG_LIVE) + [
         {"name": "login-config", "configMap": {"name": naming.login_config_map(profile.name), "defaultMode": 0o444}},
         {"name": "ssh", "emptyDir": {"sizeLimit": "1Mi"}},
+        {"name": "ssh-host-keys", "secret": {"secretName": naming.ssh_host_keys_secret(profile.name), "defaultMode": 0o400,
+                                             "items": [{"key": HOST_KEY, "path": HOST_KEY}]}},
     ]
     script = [
         # The kubelet makes emptyDirs 0777, and sshd refuses keys under a world-writable /etc/ssh
@@ -78,8 +85,13 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "mkdir -m 0755 -p /etc/ssh/authorized_keys",
         "install -m 0600 /mnt/login-config/authorized_keys /etc/ssh/authorized_keys/root",
         "install -m 0644 /mnt/login-config/sshd_config /etc/ssh/sshd_config",
-        "ssh-keygen -A",
-    ]
+    ] + login_key_script(profile) + [
+        # One host key for every replica and restart, from the create-once Secret: the Service's
+        # address keeps its identity. sshd wants it private to root (0600, not the kubelet's symlink).
+        f"install -m 0600 {HOST_KEY_SOURCE}/{HOST_KEY} /etc/ssh/{HOST_KEY}",
+    ] + home_script(profile, ON_LOGIN)
+    profile_volumes, profile_mounts = shared_volumes(profile, ON_LOGIN)
+    volumes += profile_volumes
     # The pod's /etc/ssh is an emptyDir, so the image's own ssh config is replaced wholesale.
     ssh_mount = {"name": "ssh", "mountPath": "/etc/ssh"}
     sshd = {
@@ -96,7 +108,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
                                                                       "NET_BIND_SERVICE"]}},
         # Live config: users' commands see a partition change without a new pod.
-        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [dict(ssh_mount)],
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [dict(ssh_mount)] + profile_mounts,
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
@@ -105,7 +117,8 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
-                                           ssh_mount], config=CONFIG_LIVE)] + sackd_sidecar(profile, image),
+                                           {"name": "ssh-host-keys", "mountPath": HOST_KEY_SOURCE, "readOnly": True},
+                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, image),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

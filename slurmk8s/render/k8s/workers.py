@@ -9,6 +9,7 @@ from slurmk8s.render.k8s.common import (
     volume_config,
 )
 from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
+from slurmk8s.render.k8s.volumes import POOLS, home_script, shared_volumes
 from slurmk8s.render.slurmfiles import gres_of
 from slurmk8s.render.topology import Segment, node_affinity, pool_segments
 
@@ -50,6 +51,27 @@ def slurmd_volumes() -> tuple[list[Obj], list[Obj]]:
     return mounts, volumes
 
 
+def spool_init_mounts() -> list[Obj]:
+    return [{"name": "spool", "mountPath": "/var/spool/slurmd"}]
+
+
+def spool_script() -> list[str]:
+    """slurmd (root) reads its spool; the kubelet makes the emptyDir 0777, writable by job users."""
+    return ["chmod 0755 /var/spool/slurmd"]
+
+
+def one_gpu_pod_per_node(profile: Profile, pool: Pool) -> Obj:
+    """Required anti-affinity among the GPU pools' pods: gres.conf gives every pod /dev/nvidia0..N-1,
+    so two pods on one node would both hand out the same devices (double-booked GPUs)."""
+    if not pool.gpus or not pool.gpus.one_pod_per_node:
+        return {}
+    pools = sorted(p.name for p in profile.pools if p.gpus and p.gpus.one_pod_per_node)
+    selector = {"matchLabels": naming.selector_labels(profile.name, naming.WORKER),
+                "matchExpressions": [{"key": naming.LABEL_POOL, "operator": "In", "values": pools}]}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
 def build_statefulsets_pool(profile: Profile, pool: Pool, config_hash: str) -> list[Obj]:
     """The pool's StatefulSets: one, or one per topology leaf domain (render/topology.py)."""
     return [build_statefulset_pool(profile, pool, config_hash, seg) for seg in pool_segments(profile, pool)]
@@ -63,6 +85,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     slurmd_mounts, slurmd_vols = slurmd_volumes()
     mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
     volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    profile_volumes, profile_mounts = shared_volumes(profile, POOLS)  # spec.volumes: /home, /scratch ...
+    mounts += profile_mounts
+    volumes += profile_volumes
     if pool.rdma and pool.rdma.hugepages:
         mounts.append({"name": "hugepages", "mountPath": "/dev/hugepages"})
         volumes.append({"name": "hugepages", "emptyDir": {"medium": f"HugePages-{pool.rdma.hugepages.size}"}})
@@ -93,10 +118,15 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     if affinity:
         # Pinned to its topology domain: the Slurm nodes of this leaf run where topology.conf says.
         extra["affinity"] = affinity
+    gpu_spread = one_gpu_pod_per_node(profile, pool)
+    if gpu_spread:
+        extra["affinity"] = {**extra.get("affinity", {}), **gpu_spread}
     # The preStop hook waits for the node's jobs within this (render/k8s/slurmd.py).
     extra["terminationGracePeriodSeconds"] = GRACE_SECONDS
     pod = pod_spec(profile, naming.WORKER, [slurmd],
-                   [init_config_container(profile, image, config=CONFIG_FETCHED)], volumes, extra)
+                   [init_config_container(profile, image, spool_script() + home_script(profile, POOLS),
+                                          spool_init_mounts() + profile_mounts, config=CONFIG_FETCHED)],
+                   volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,
         naming.ANNOTATION_NODE_NAMES: segment.node_names,

@@ -1,0 +1,112 @@
+"""A declared user on kind: ssh in with the profile's key, a job runs as that user, its output shows on
+login through the shared /home, and sacct names the user (spec.identity, spec.volumes, host key Secret).
+
+kind's local-path class gives ReadWriteOnce claims only: every pod that mounts /home lands on the
+node that holds it (ReadWriteOnce is per node), so the pool has one 1-CPU node here.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import (
+    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, wait_for_job, wait_until,
+)
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+LOGIN, CONTAINER = "ident-login-0", "sshd"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Cluster:
+    with kind_cluster("slurmk8s-identity", REPO / "kind-configs" / "dev.yaml") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def ada_key(tmp_path_factory) -> Path:
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+    return key
+
+
+@pytest.fixture(scope="module")
+def ident(cluster: Cluster, ada_key: Path, tmp_path_factory) -> Cluster:
+    def declare(profile: dict) -> None:
+        profile["metadata"]["name"] = "ident"
+        spec = profile["spec"]
+        spec["pools"][0].update(replicas=1, minReplicas=1, maxReplicas=1)
+        spec["identity"] = {"users": [{"name": "ada", "uid": 2001,
+                                       "sshKeys": [ada_key.with_suffix(".pub").read_text().strip()]}]}
+        spec["volumes"] = [{"name": "home", "mountPath": "/home", "claim": {"size": "1Gi", "accessMode": "ReadWriteOnce"}}]
+    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("ident") / "ident.yaml", declare)
+    up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
+    assert "cluster ident is ready" in up.stdout
+    yield cluster
+    cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
+
+
+def ssh(port: int, key: Path, user: str, command: str, known_hosts: Path | None = None) -> subprocess.CompletedProcess:
+    checking = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts}"] if known_hosts else \
+        ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+    return run("ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes", *checking, "-o", "LogLevel=ERROR",
+               "-o", "ConnectTimeout=20", f"{user}@127.0.0.1", command, timeout=120)
+
+
+class TestDeclaredUser:
+    def test_ada_logs_in_with_her_key_as_herself(self, ident: Cluster, ada_key: Path) -> None:
+        with port_forward(ident, "svc/ident-login", 22) as port:
+            out = ssh(port, ada_key, "ada", "id -un; id -u; echo $HOME; stat -c '%U %a' $HOME").stdout.split("\n")
+        assert out[:4] == ["ada", "2001", "/home/ada", "ada 700"], out
+
+    def test_ada_job_runs_as_ada_writes_home_and_sacct_names_her(self, ident: Cluster, ada_key: Path) -> None:
+        with port_forward(ident, "svc/ident-login", 22) as port:
+            job = ssh(port, ada_key, "ada", "cd && sbatch --parsable -o job.out --wrap 'id -un; id -u; hostname'"
+                      ).stdout.strip()
+            assert job.isdigit(), job
+            assert wait_for_job(ident, LOGIN, CONTAINER, job, timeout=300) == "COMPLETED"
+            # The file the job wrote on the slurmd pod, read on login through the shared /home.
+            output = wait_for("the job's output on login",
+                              lambda: ssh(port, ada_key, "ada", "cat ~/job.out 2>/dev/null || true").stdout.split(),
+                              deadline_s=60, every_s=2)
+        assert output == ["ada", "2001", "ident-cpu-0"], output
+        owner = ident.exec(LOGIN, CONTAINER, "stat", "-c", "%U", "/home/ada/job.out").stdout.strip()
+        assert owner == "ada"
+        user = ident.exec(LOGIN, CONTAINER, "sacct", "-j", job, "-X", "-n", "-P", "-o", "User,State").stdout.strip()
+        assert user == "ada|COMPLETED"
+
+    def test_the_host_key_is_the_secrets_and_survives_a_new_pod(self, ident: Cluster, ada_key: Path,
+                                                                tmp_path: Path) -> None:
+        secret = ident.jsonpath("-n", NAMESPACE, "get", "secret", "ident-ssh-host-keys",
+                                path="{.data.ssh_host_ed25519_key}")
+        private = tmp_path / "host_key"
+        private.write_bytes(base64.b64decode(secret))
+        private.chmod(0o600)
+        public = run("ssh-keygen", "-y", "-f", str(private)).stdout.split()[:2]
+        known = tmp_path / "known_hosts"
+        known.write_text(f"[127.0.0.1]:* {' '.join(public)}\n")
+        for _ in range(2):  # this pod, then its replacement: the same key both times
+            with port_forward(ident, "svc/ident-login", 22) as port:
+                known.write_text(f"[127.0.0.1]:{port} {' '.join(public)}\n")
+                assert ssh(port, ada_key, "ada", "id -un", known_hosts=known).stdout.strip() == "ada"
+            uid = ident.jsonpath("-n", NAMESPACE, "get", "pod", LOGIN, path="{.metadata.uid}")
+            ident.kubectl("-n", NAMESPACE, "delete", "pod", LOGIN, "--wait=true", timeout=180)
+
+            def replaced_and_ready() -> bool | None:
+                got = ident.kubectl("-n", NAMESPACE, "get", "pod", LOGIN, "-o", "jsonpath={.metadata.uid} "
+                                    "{.status.conditions[?(@.type==\"Ready\")].status}", check=False).stdout.split()
+                return (len(got) == 2 and got[0] != uid and got[1] == "True") or None
+            wait_until(replaced_and_ready, 300, "the login pod's replacement to be Ready")
+
+    def test_job_users_cannot_write_where_root_reads(self, ident: Cluster, ada_key: Path) -> None:
+        probe = ("for p in /etc/slurm/plugstack.conf /etc/passwd /var/spool/slurmd/x; do "
+                 "touch $p 2>/dev/null && echo wrote $p; done; stat -c '%a' /etc/slurm /var/spool/slurmd")
+        with port_forward(ident, "svc/ident-login", 22) as port:
+            out = ssh(port, ada_key, "ada", f"srun sh -c \"{probe}\"").stdout.split()
+        assert out == ["755", "755"], out
