@@ -73,7 +73,7 @@ def run_diff(profile_path: str, access, verbose: bool = False, echo: Callable[[s
     """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
     from slurmk8s.actions.render import render_file
     from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.actions.up import header, summary_line
+    from slurmk8s.actions.up import day_two_of_plan, header, summary_line
     from slurmk8s.kube.apply import apply_bundle
     from slurmk8s.kube.client import connect, request_budget
     from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas
@@ -91,12 +91,19 @@ def run_diff(profile_path: str, access, verbose: bool = False, echo: Callable[[s
         drain_dropped(kube, bundle, PoolAccess(None, None, None), timeout, dry_run=True, log=say)
 
     plan = apply_bundle(kube, bundle, secret_factory(bundle), dry_run=True, workers=workers, before_writes=resize)
+    day_two = day_two_of_plan(plan, bundle, bundle.version)
     if output != "text":
-        echo(format_document(plan_document(plan, bundle, kube), output).rstrip("\n"))
+        document = plan_document(plan, bundle, kube)
+        document["restarts"] = [{"workload": r.ref, "pods": list(r.pods), "reasons": list(r.reasons)}
+                                for r in day_two.restarts]
+        document["inPlace"] = list(day_two.in_place)
+        echo(format_document(document, output).rstrip("\n"))
         return plan
     text = format_plan_diff(plan)
     if text:
         echo(text.rstrip("\n"))
+    for line in day_two.lines():
+        echo(line)
     echo(("would change: " if plan.changed else "") + summary_line(plan, len(bundle.secrets)))
     return plan
 

@@ -54,6 +54,28 @@ def pool_access(kube, bundle, slurm):
                       lambda sts, n: kscale.set_replicas(kube, bundle.namespace, sts, n), slurm)
 
 
+def slurm_files(bundle) -> dict[str, str]:
+    """The data of the Slurm ConfigMap (slurm.conf and its companions) as rendered."""
+    return dict(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"])
+
+
+def day_two_of_plan(plan, bundle, version: str):
+    """Restarts and in-place changes of a dry-run Plan (its changes carry live and applied objects)."""
+    from slurmk8s.actions.reconfigure import explain
+    return explain(plan.changes, naming.config_map(bundle.cluster), version, slurm_files(bundle))
+
+
+def apply_in_place(kube, bundle, run_exec, timeout: float, echo: Callable[[str], None]) -> None:
+    """Make slurmctld read the applied Slurm files and push them to every slurmd (`scontrol reconfigure`)."""
+    from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, reconfigure_in_place
+    from slurmk8s.kube.podnudge import annotate_pod
+    sts = naming.component_name(bundle.cluster, naming.CONTROLLER)
+    pods = [naming.pod_name(sts, i) for i in range(bundle.find("StatefulSet", sts)["spec"]["replicas"])]
+    reconfigure_in_place(slurm_files(bundle), pods,
+                         lambda pod, value: annotate_pod(kube, bundle.namespace, pod, ANNOTATION_CONFIG_SEEN, value),
+                         run_exec, timeout=min(timeout, 300), say=echo)
+
+
 def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
            progress: Callable[[str], None] | None = None,
            exec_in_controller: Callable[[list[str]], str] | None = None):
@@ -95,17 +117,35 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
         if options.prune:  # prune would delete their pods, jobs or not
             drain_dropped(kube, bundle, pools, options.timeout, dry_run=options.dry_run, log=echo)
 
+    day_two = None
+    if not options.dry_run:
+        # Before writing: which pods the change restarts and why, and what Slurm takes in place.
+        preview = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers, dry_run=True,
+                               force_conflicts=options.force_conflicts,
+                               prune=options.prune)
+        day_two = day_two_of_plan(preview, bundle, profile.version)
+        for line in day_two.lines():
+            echo(line)
     plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
                         before_writes=pools_into_range)
     for change in plan.changes:
         if options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
+    if options.dry_run:
+        for line in day_two_of_plan(plan, bundle, profile.version).lines():
+            echo(line)
     echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(plan, len(bundle.secrets)))
-    if options.dry_run or not options.wait:
+    if options.dry_run:
+        return plan
+    if not options.wait:
+        if day_two.slurm_files_changed:
+            echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
         return plan
     wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
     resume_own_drains(bundle, read_replicas, run_exec, log=echo)
+    if day_two.slurm_files_changed:
+        apply_in_place(kube, bundle, run_exec, options.timeout, echo)
     from slurmk8s.actions.accounts import apply_accounts, run_from_exec
     applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
     if applied:

@@ -42,6 +42,8 @@ ALWAYS = (
     Adaptation("cluster DNS is each pod's /etc/hosts: every pod and Service name of the bundle; "
                "a ClusterIP Service name resolves to the first pod it selects; no Service link env vars",
                "no kube-proxy or DNS server here"),
+    Adaptation("container lifecycle hooks (the slurmd pods' postStart and preStop) are not run",
+               "the lab starts and stops each pod's processes itself; kind runs the hooks (tests/e2e)"),
     Adaptation("NetworkPolicies are not enforced; the Kubernetes API answers only statefulsets/scale "
                "(with the bundle's RBAC), for the power-saving programs",
                "no CNI policy engine and no API server here"),

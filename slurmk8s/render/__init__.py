@@ -14,6 +14,7 @@ from slurmk8s.render.k8s import (
 )
 from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
+from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
 __all__ = ["Bundle", "RequiredSecret", "render"]
@@ -58,6 +59,15 @@ def render(profile: Profile) -> Bundle:
     if identity_map:
         # Every Slurm pod merges the users at start: a change of users rolls them all.
         slurm_hash = config_hash(slurm_hash, identity_map["data"])
+    # Each pod template hashes only what needs a restart of its pod (render/restarts.py); the rest
+    # reaches the running daemons with `scontrol reconfigure` (`up` runs it).
+    conf, version = files["slurm.conf"], profile.version
+    users = identity_map["data"] if identity_map else None
+    # Files other than slurm.conf and topology are read at start (cgroup.conf, gres.conf, scripts).
+    start_files = {k: v for k, v in files.items() if k not in ("slurm.conf", "topology.conf", "topology.yaml")}
+    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, users)
+    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, users)
+    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, users)
     acc = profile.accounting
     embedded_db = acc.enabled and acc.external is None
     components = [naming.CONTROLLER, naming.WORKER]
@@ -114,16 +124,16 @@ def render(profile: Profile) -> Bundle:
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
-        objects.append(accounting.build_statefulset_accounting(profile, config_hash(slurm_hash, dbd_conf)))
-    controller_hash = config_hash(slurm_hash, power.build_configmap_power(profile)["data"]) if elastic else slurm_hash
+        objects.append(accounting.build_statefulset_accounting(profile, config_hash(client_hash, dbd_conf)))
+    # The power scripts are a mounted ConfigMap run afresh each time: no restart for them.
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
     objects += [health.with_health_check(profile, sts)
-                for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurm_hash)]
-    objects += sidebyside.build_daemonsets_shared(profile, slurm_hash)
+                for p in profile.pools for sts in workers.build_statefulsets_pool(profile, p, slurmd_hash)]
+    objects += sidebyside.build_daemonsets_shared(profile, slurmd_hash)
     if profile.login.replicas:
-        objects.append(login.build_statefulset_login(profile, config_hash(slurm_hash, login.build_configmap_login(profile)["data"])))
+        objects.append(login.build_statefulset_login(profile, config_hash(client_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
-        objects.append(restapi.build_deployment_restapi(profile, slurm_hash))
+        objects.append(restapi.build_deployment_restapi(profile, client_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
 
     objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, k8s_rollout.with_rollout_fields(profile, o)))

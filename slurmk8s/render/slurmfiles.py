@@ -64,7 +64,8 @@ def auth_lines(profile: Profile) -> list[str]:
 
 def slurmctld_parameters(profile: Profile) -> list[str]:
     """SlurmctldParameters the cluster needs."""
-    params = []
+    # slurmd pods fetch their config from slurmctld (render/k8s/slurmd.py).
+    params = ["enable_configless"]
     if versions.dialect(profile.version).needs_cloud_reg_addrs:
         params.append("cloud_reg_addrs")
     if any(p.elastic for p in profile.pools):

@@ -94,7 +94,8 @@ def test_extra_slurm_files_reach_etc_slurm_scripts_executable() -> None:
     assert data["prolog.sh"] == "#!/bin/sh\nexit 0\n"
     assert "\nProlog=/etc/slurm/prolog.sh\n" in data["slurm.conf"]
     script = b.find("StatefulSet", "dev-cpu")["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
-    assert "cp /mnt/slurm-config/*.conf /etc/slurm/" in script  # plugstack.conf with them
+    # configless slurmd: Slurm's files come from slurmctld (docs/day2.md), the profile's own are copied
+    assert "cp /mnt/slurm-config/plugstack.conf /etc/slurm/plugstack.conf" in script
     assert "install -m 0755 /mnt/slurm-config/prolog.sh /etc/slurm/prolog.sh" in script
 
 

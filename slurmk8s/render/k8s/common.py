@@ -44,27 +44,40 @@ def auth_key_name(profile: Profile) -> str:
     return "slurm.key" if profile.auth == "slurm" else "munge.key"
 
 
-def volume_config(profile: Profile) -> list[Obj]:
-    """Volumes every Slurm pod has: the rendered config, the auth key and /etc/slurm."""
+# How a pod gets the Slurm files: a copy made at start, links into the ConfigMap volume that
+# follow its updates (read again by `scontrol reconfigure`), or none (configless slurmd fetches
+# them from slurmctld, which pushes them again on `scontrol reconfigure`).
+CONFIG_COPY, CONFIG_LIVE, CONFIG_FETCHED = "copy", "live", "fetched"
+# Every file the Slurm ConfigMap can hold; a link to one it does not hold dangles, which Slurm
+# reads as an absent file (a GPU pool added later brings gres.conf without a new link).
+SLURM_FILE_NAMES = ("cgroup.conf", "gres.conf", "slurm.conf", "topology.conf", "topology.yaml")
+
+
+def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
+    """Volumes every Slurm pod has: the rendered config (unless fetched), the auth key and /etc/slurm."""
     vols = [
         {"name": "slurm-config", "configMap": {"name": naming.config_map(profile.name), "defaultMode": 0o444}},
         {"name": "auth-key", "secret": {"secretName": naming.auth_secret(profile.name), "defaultMode": 0o400,
                                         "items": [{"key": auth_key_name(profile), "path": auth_key_name(profile)}]}},
         {"name": "etc-slurm", "emptyDir": {"sizeLimit": "64Mi"}},
     ]
+    if config == CONFIG_FETCHED and not needs_config_source(profile):
+        vols = vols[1:]
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
     return vols + identity_volumes(profile)
 
 
-def mounts_config(profile: Profile, init: bool) -> list[Obj]:
+def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> list[Obj]:
     """Mounts for the config init container (init=True) or a daemon/client container."""
     # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
     mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
+    if (init and (config != CONFIG_FETCHED or needs_config_source(profile))) or config == CONFIG_LIVE:
+        # Live: the daemon reads the kubelet's current copy through the links in /etc/slurm.
+        mounts.append({"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True})
     if init:
-        mounts += [{"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True},
-                   {"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
+        mounts += [{"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
         if profile.auth == "munge":
             mounts += [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR},
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
@@ -73,15 +86,38 @@ def mounts_config(profile: Profile, init: bool) -> list[Obj]:
     return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile))
 
 
-def config_script(profile: Profile, extra: list[str] = ()) -> str:
-    """Shell run by the init container: copy config, install the key with the modes Slurm demands."""
-    # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
-    lines = ["set -eu", f"chmod 0755 {ETC_SLURM}", f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/"]
-    if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
-        lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
-    scripts = ([TASK_PROLOG_FILE] if task_prolog(profile) else []) + \
+def init_scripts(profile: Profile) -> list[str]:
+    """Scripts of the Slurm ConfigMap that init-config installs (TaskProlog and spec.slurm.files *.sh)."""
+    return ([TASK_PROLOG_FILE] if task_prolog(profile) else []) + \
         [name for name, _ in profile.slurm_extra_files if name.endswith(".sh")]
-    for script in scripts:  # slurmd/slurmstepd run them as root: executable, root's, not writable by others
+
+
+def extra_files(profile: Profile) -> list[str]:
+    """The profile's own Slurm files other than scripts (plugstack.conf ...)."""
+    return sorted(name for name, _ in profile.slurm_extra_files if not name.endswith(".sh"))
+
+
+def needs_config_source(profile: Profile) -> bool:
+    """Whether a configless slurmd pod's init-config still reads the ConfigMap (scripts, the profile's files)."""
+    return bool(init_scripts(profile) or extra_files(profile))
+
+
+def config_script(profile: Profile, extra: list[str] = (), config: str = CONFIG_COPY) -> str:
+    """Shell run by the init container: copy or link config, install the key with the modes Slurm demands."""
+    # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
+    lines = ["set -eu", f"chmod 0755 {ETC_SLURM}"]
+    if config == CONFIG_COPY:
+        lines.append(f"cp {CONFIG_SOURCE}/*.conf {ETC_SLURM}/")
+        if topology_file_name(profile) == "topology.yaml":  # the only Slurm file not named *.conf
+            lines.append(f"cp {CONFIG_SOURCE}/topology.yaml {ETC_SLURM}/")
+    elif config == CONFIG_LIVE:
+        # Links through the volume's own name: the kubelet swaps its ..data link on an update.
+        names = sorted(set(SLURM_FILE_NAMES) | set(extra_files(profile)))
+        lines.append(f"for f in {' '.join(names)}; do ln -sfn {CONFIG_SOURCE}/$f {ETC_SLURM}/$f; done")
+    else:
+        # Configless: Slurm's own files come from slurmctld; the profile's files are read from here.
+        lines += [f"cp {CONFIG_SOURCE}/{name} {ETC_SLURM}/{name}" for name in extra_files(profile)]
+    for script in init_scripts(profile):  # slurmd/slurmstepd run them as root: executable, root's, not writable by others
         lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
@@ -120,16 +156,16 @@ def follow_namespace_script(profile: Profile, resolv_conf: str = RESOLV_CONF) ->
 
 
 def init_config_container(profile: Profile, image: str, extra_script: list[str] = (),
-                          extra_mounts: list[Obj] = (), env: list[Obj] = ()) -> Obj:
+                          extra_mounts: list[Obj] = (), env: list[Obj] = (), config: str = CONFIG_COPY) -> Obj:
     """The `init-config` container every Slurm pod starts with."""
     c: Obj = {
         "name": "init-config",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script))],
+        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script), config)],
     }
     c["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}] + list(env)
-    c["volumeMounts"] = mounts_config(profile, init=True) + list(extra_mounts)
+    c["volumeMounts"] = mounts_config(profile, init=True, config=config) + list(extra_mounts)
     c["resources"] = small_resources()
     c["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}}

@@ -6,7 +6,7 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.slurmfiles import POWER_DIR
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, meta, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
+    CONFIG_LIVE, Obj, headless_service, meta, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     statefulset, volume_config,
 )
 
@@ -26,7 +26,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     name = naming.component_name(profile.name, naming.CONTROLLER)
     image = profile.images.controller
     jwt_volumes, jwt_mounts, jwt_script = jwt_key_volume(profile)
-    volumes = volume_config(profile) + jwt_volumes
+    volumes = volume_config(profile, CONFIG_LIVE) + jwt_volumes
     # SlurmUser owns its state and run directories (slurmctld runs as SlurmUser, not root)
     extra_mounts = [{"name": "statesave", "mountPath": STATE_SAVE}, {"name": "run", "mountPath": RUN_DIR}] + jwt_mounts
     # A provisioner may hand out the claim 0777 (local-path does): slurmctld calls a world-writable
@@ -45,7 +45,8 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         # run as this user and read the service-account token through the pod's fsGroup.
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "statesave", "mountPath": STATE_SAVE},
+        # Live config: `up` runs `scontrol reconfigure` once the kubelet has the new files here.
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [{"name": "statesave", "mountPath": STATE_SAVE},
                                                               {"name": "run", "mountPath": RUN_DIR}],
     }
     volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
@@ -68,7 +69,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         extra["automountServiceAccountToken"] = True
     pod = pod_spec(profile, naming.CONTROLLER,
                    [slurmctld],
-                   [init_config_container(profile, image, script, extra_mounts)],
+                   [init_config_container(profile, image, script, extra_mounts, config=CONFIG_LIVE)],
                    volumes, extra)
     claims = []
     if profile.controller_replicas == 1:

@@ -7,7 +7,7 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.identity import login_key_script
 from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_script, shared_volumes
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
+    CONFIG_LIVE, Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
 )
 
 HOST_KEY = "ssh_host_ed25519_key"
@@ -56,7 +56,7 @@ def sackd_sidecar(profile: Profile, image: str) -> list[Obj]:
         "restartPolicy": "Always",
         "command": ["sackd", "-D"],
         "startupProbe": {"exec": {"command": ["test", "-S", socket]}, "periodSeconds": 1, "failureThreshold": 30},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "sack", "mountPath": "/run/slurm"}],
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [{"name": "sack", "mountPath": "/run/slurm"}],
         "resources": small_resources(),
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
     }]
@@ -72,7 +72,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     """sshd in the foreground with the cluster's one host key (a create-once Secret)."""
     name = naming.component_name(profile.name, naming.LOGIN)
     image = profile.images.login
-    volumes = volume_config(profile) + [
+    volumes = volume_config(profile, CONFIG_LIVE) + [
         {"name": "login-config", "configMap": {"name": naming.login_config_map(profile.name), "defaultMode": 0o444}},
         {"name": "ssh", "emptyDir": {"sizeLimit": "1Mi"}},
         {"name": "ssh-host-keys", "secret": {"secretName": naming.ssh_host_keys_secret(profile.name), "defaultMode": 0o400,
@@ -107,7 +107,8 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
                                                                       "NET_BIND_SERVICE"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [dict(ssh_mount)] + profile_mounts,
+        # Live config: users' commands see a partition change without a new pod.
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [dict(ssh_mount)] + profile_mounts,
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
@@ -117,7 +118,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
                                            {"name": "ssh-host-keys", "mountPath": HOST_KEY_SOURCE, "readOnly": True},
-                                           ssh_mount] + profile_mounts)] + sackd_sidecar(profile, image),
+                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, image),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

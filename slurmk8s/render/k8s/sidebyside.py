@@ -8,8 +8,9 @@ from slurmk8s.quantity import from_mib
 from slurmk8s.profile.sidebyside import format_cpulist
 from slurmk8s.render.fence import FencePlan, plans
 from slurmk8s.render.k8s.common import (
-    Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
+    CONFIG_FETCHED, Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
+from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
 from slurmk8s.render.k8s.workers import slurmd_volumes
 
 LABEL_SHAPE = naming.LABEL_SHAPE
@@ -26,7 +27,7 @@ def _guaranteed(container: Obj) -> Obj:
     return {**container, "resources": {"requests": dict(limits), "limits": dict(limits)}}
 
 
-def slurmd_start_script(plan: FencePlan) -> str:
+def slurmd_start_script(profile: Profile, plan: FencePlan) -> str:
     """Refuse to start on other CPUs than slurm.conf's: CpuSpecList names every other CPU of the node,
     so on CPUs the kubelet chose differently every job step would fail to start."""
     want = format_cpulist(plan.slurm_cpus)
@@ -38,7 +39,7 @@ def slurmd_start_script(plan: FencePlan) -> str:
         f' (shape {plan.shape.name}); a Guaranteed pod that started first may hold them" >&2',
         "  exit 1",
         "fi",
-        'exec slurmd -D -b -N "$NODE_NAME"',
+        f'exec {" ".join(slurmd_command(profile))} -N "$NODE_NAME"',
     ]) + "\n"
 
 
@@ -58,7 +59,7 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         # The Slurm NodeName is the Kubernetes node's name (slurm.conf declares each one); -b as for pools.
-        "command": ["/bin/sh", "-c", slurmd_start_script(plan)],
+        "command": ["/bin/sh", "-c", slurmd_start_script(profile, plan)],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
@@ -67,16 +68,18 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "securityContext": {"privileged": True},
     }
     slurmd_mounts, slurmd_vols = slurmd_volumes()
-    slurmd["volumeMounts"] = mounts_config(profile, init=False) + slurmd_mounts
-    volumes = volume_config(profile) + slurmd_vols
+    slurmd["volumeMounts"] = mounts_config(profile, init=False, config=CONFIG_FETCHED) + slurmd_mounts
+    slurmd["lifecycle"] = lifecycle()
+    volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols
     extra: Obj = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(s.nodes)}]}]}}},
-        "terminationGracePeriodSeconds": 120,
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
     }
     if s.node_selector:
         extra["nodeSelector"] = dict(s.node_selector)
-    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image)], volumes, extra,
+    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image, config=CONFIG_FETCHED)],
+                   volumes, extra,
                    shared_node_pod=True)
     pod["initContainers"] = [_guaranteed(c) for c in pod["initContainers"]]
     labels = {**naming.selector_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name}

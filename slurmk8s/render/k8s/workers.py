@@ -5,9 +5,10 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import (
-    Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
+    CONFIG_FETCHED, Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
     volume_config,
 )
+from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
 from slurmk8s.render.k8s.volumes import POOLS, home_script, shared_volumes
 from slurmk8s.render.slurmfiles import gres_of
 from slurmk8s.render.topology import Segment, node_affinity, pool_segments
@@ -82,8 +83,8 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     name = segment.statefulset
     image = profile.images.worker
     slurmd_mounts, slurmd_vols = slurmd_volumes()
-    mounts = mounts_config(profile, init=False) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
-    volumes = volume_config(profile) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
+    volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
     profile_volumes, profile_mounts = shared_volumes(profile, POOLS)  # spec.volumes: /home, /scratch ...
     mounts += profile_mounts
     volumes += profile_volumes
@@ -94,9 +95,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         "name": "slurmd",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        # -b: a pod's start is the node's boot. Without it slurmd reports the host's boot time,
-        # and Slurm keeps a resumed CLOUD node powering up until ResumeTimeout.
-        "command": ["slurmd", "-D", "-b"],
+        "command": slurmd_command(profile),
     }
     env = nccl_env(pool)
     if env:
@@ -108,6 +107,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         "resources": pool_resources(pool),
         "securityContext": {"privileged": True, "capabilities": {"add": ["IPC_LOCK"]}},
         "volumeMounts": mounts,
+        "lifecycle": lifecycle(),
     })
     extra: Obj = {}
     if pool.node_selector:
@@ -121,11 +121,12 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     gpu_spread = one_gpu_pod_per_node(profile, pool)
     if gpu_spread:
         extra["affinity"] = {**extra.get("affinity", {}), **gpu_spread}
-    # A job's processes get time to finish their step when a pod is deleted outside Slurm.
-    extra["terminationGracePeriodSeconds"] = 120
+    # The preStop hook waits for the node's jobs within this (render/k8s/slurmd.py).
+    extra["terminationGracePeriodSeconds"] = GRACE_SECONDS
     pod = pod_spec(profile, naming.WORKER, [slurmd],
                    [init_config_container(profile, image, spool_script() + home_script(profile, POOLS),
-                                          spool_init_mounts() + profile_mounts)], volumes, extra)
+                                          spool_init_mounts() + profile_mounts, config=CONFIG_FETCHED)],
+                   volumes, extra)
     annotations = {
         naming.ANNOTATION_CONFIG_HASH: config_hash,
         naming.ANNOTATION_NODE_NAMES: segment.node_names,

@@ -1,0 +1,95 @@
+"""Day 2 on a real Kubernetes (kind, kind-configs/dev.yaml): a partition edit reaches every daemon
+in place while a job runs, and a deleted slurmd pod tells slurmctld it is going (docs/day2.md).
+
+Its own kind cluster (slurmk8s-reconfig), removed afterwards. `python -m pytest tests/e2e/test_day2_kind.py -m e2e`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import NAMESPACE, REPO, Cluster, kind_cluster, local_profile, wait_for_job, wait_until
+
+pytestmark = pytest.mark.e2e
+
+LOGIN, LOGIN_CONTAINER = "dev-login-0", "sshd"
+DRAIN_REASON = "slurmk8s: pod stopping"
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory) -> tuple[Cluster, Path]:
+    """kind-dev (local images) up on its own kind cluster; down with its data at the end."""
+    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("dev") / "kind-dev.yaml")
+    with kind_cluster("slurmk8s-reconfig", REPO / "kind-configs" / "dev.yaml") as cluster:
+        up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
+        assert "cluster dev is ready" in up.stdout
+        yield cluster, profile
+        cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
+
+
+def login(cluster: Cluster, *command: str, check: bool = True) -> str:
+    return cluster.exec(LOGIN, LOGIN_CONTAINER, *command, check=check).stdout
+
+
+def pod_uids(cluster: Cluster) -> dict[str, str]:
+    """name -> uid of every pod of the dev cluster."""
+    items = yaml.safe_load(cluster.kubectl("-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/instance=dev",
+                                           "-o", "yaml").stdout)["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items}
+
+
+def job_state_now(cluster: Cluster, job: str) -> str:
+    return login(cluster, "squeue", "-h", "-j", job, "-o", "%T", check=False).strip()
+
+
+def node_line(cluster: Cluster, node: str) -> str:
+    return login(cluster, "scontrol", "-o", "show", "node", node, check=False)
+
+
+def test_a_maxtime_edit_reaches_every_daemon_in_place_while_a_job_runs(dev, tmp_path: Path) -> None:
+    cluster, profile = dev
+    job = login(cluster, "sbatch", "--parsable", "-w", "cpu-0", "--wrap", "sleep 90").strip()
+    assert job.isdigit(), job
+    wait_until(lambda: job_state_now(cluster, job) == "RUNNING" or None, 120, f"job {job} to run")
+    before = pod_uids(cluster)
+
+    edited = tmp_path / "kind-dev.yaml"
+    data = yaml.safe_load(profile.read_text())
+    data["spec"]["partitions"][0]["maxTime"] = "02:00:00"
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    diff = cluster.slurmk8s("diff", str(edited), check=False).stdout.splitlines()
+    assert "in place (scontrol reconfigure, no pod restarts): PartitionName=debug" in diff
+    assert not [line for line in diff if line.startswith("restarts:")], diff
+
+    up = cluster.slurmk8s("up", str(edited), "--timeout", "600").stdout
+    assert any(line.startswith("reconfigured in place:") for line in up.splitlines()), up
+    assert not [line for line in up.splitlines() if line.startswith("restarts:")], up
+
+    # slurmctld has it, and so has each configless slurmd (pushed by scontrol reconfigure)
+    assert "MaxTime=02:00:00" in login(cluster, "scontrol", "-o", "show", "partition", "debug")
+    for pod in ("dev-cpu-0", "dev-cpu-1"):
+        wait_until(lambda: "MaxTime=02:00:00" in cluster.exec(pod, "slurmd", "cat", "/run/slurm/conf/slurm.conf",
+                                                                check=False).stdout or None,
+                   60, f"{pod}'s configless slurm.conf to have the new MaxTime")
+    assert pod_uids(cluster) == before  # no pod restarted
+    assert job_state_now(cluster, job) == "RUNNING"
+    assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=300) == "COMPLETED"
+
+
+def test_a_deleted_slurmd_pod_marks_its_node_down_at_once_and_the_next_pod_resumes_it(dev) -> None:
+    cluster, _ = dev
+    old_uid = pod_uids(cluster)["dev-cpu-1"]
+    cluster.kubectl("-n", NAMESPACE, "delete", "pod", "dev-cpu-1", "--wait=false")
+    # The preStop hook: drained then DOWN with its reason, well before SlurmdTimeout (300 s).
+    line = wait_until(lambda: (text := node_line(cluster, "cpu-1")) and "State=DOWN" in text and text or None,
+                      60, "cpu-1 to be DOWN")
+    assert f"Reason={DRAIN_REASON}" in line, line
+    # The StatefulSet's next pod registers; its postStart hook resumes the node the old pod drained.
+    wait_until(lambda: pod_uids(cluster).get("dev-cpu-1") not in (None, old_uid) or None, 180, "a new dev-cpu-1")
+    wait_until(lambda: (text := node_line(cluster, "cpu-1")) and "State=IDLE " in text and "DRAIN" not in text
+               or None, 180, "cpu-1 to be idle again")
+    job = login(cluster, "sbatch", "--parsable", "-w", "cpu-1", "--wrap", "hostname").strip()
+    assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=180) == "COMPLETED"

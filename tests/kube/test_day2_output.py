@@ -1,0 +1,99 @@
+"""diff and up say which pods a change restarts and why; up applies the rest in place (scontrol reconfigure)."""
+
+from __future__ import annotations
+
+from slurmk8s import naming
+from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, SEEN_DIGEST, files_digest
+from slurmk8s.actions.render import render_file
+
+from conftest import KIND_DEV
+
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
+IN_PLACE_MAXTIME = "in place (scontrol reconfigure, no pod restarts): PartitionName=debug"
+MUNGE_IMAGES = {"registry": "registry.example.org/hpc", "tag": "26.05-munge"}
+
+
+def diff_lines(kubeconfig, profile: str) -> list[str]:
+    from slurmk8s.actions.diff import run_diff
+    from slurmk8s.kube.client import Access
+    lines: list[str] = []
+    run_diff(profile, Access(kubeconfig), echo=lines.append)
+    return lines
+
+
+def test_diff_says_a_maxtime_edit_is_applied_in_place_and_restarts_nothing(up, kubeconfig, edited_profile):
+    up(KIND_DEV)
+    lines = diff_lines(kubeconfig, edited_profile(KIND_DEV, lambda p: p["spec"]["partitions"][0].update(maxTime="02:00:00")))
+    assert IN_PLACE_MAXTIME in lines
+    assert not [line for line in lines if line.startswith("restarts:")]
+
+
+def test_diff_names_the_pods_an_auth_type_edit_restarts_and_why(up, kubeconfig, edited_profile):
+    base = edited_profile(KIND_DEV, lambda p: p["spec"]["slurm"].update(images=MUNGE_IMAGES))
+    up(base)
+    lines = diff_lines(kubeconfig, edited_profile(KIND_DEV, lambda p: p["spec"]["slurm"].update(
+        images=MUNGE_IMAGES, auth="munge")))
+    restarts = {line.split(" (")[0]: line for line in lines if line.startswith("restarts:")}
+    assert "AuthType changed" in restarts["restarts: dev-controller-0"]
+    assert "AuthType changed" in restarts["restarts: dev-cpu-0, dev-cpu-1"]
+    assert "AuthType changed" in restarts["restarts: dev-login-0"]
+
+
+def test_diff_names_a_pod_spec_change_as_the_reason(up, kubeconfig, edited_profile):
+    up(KIND_DEV)
+    lines = diff_lines(kubeconfig, edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(
+        tolerations=[{"operator": "Exists"}])))
+    assert [line for line in lines if line.startswith("restarts:")] == [
+        "restarts: dev-cpu-0, dev-cpu-1 (tolerations changed)"]
+    assert not [line for line in lines if line.startswith("in place")]
+
+
+def test_up_says_it_before_applying_then_reconfigures_slurm_in_place(stub, up, edited_profile):
+    up(KIND_DEV)
+    edited = edited_profile(KIND_DEV, lambda p: p["spec"]["partitions"][0].update(maxTime="02:00:00"))
+    bundle = render_file(edited)
+    want = files_digest(bundle.find("ConfigMap", naming.config_map("dev"))["data"])
+    asked: list[list[str]] = []
+    digests = iter(["0" * 64 + "  -\n", want + "  -\n"])  # the kubelet refreshes the volume on the second look
+
+    def run(command):
+        asked.append(command)
+        if command == SINFO:
+            return "cpu-0 idle\ncpu-1 idle\n"
+        if command == SEEN_DIGEST:
+            return next(digests)
+        assert command == ["scontrol", "reconfigure"]
+        return ""
+    templates = {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
+                 for n in ("dev-cpu", "dev-controller", "dev-login")}
+    _, lines = up(edited, exec_fn=run)
+    assert lines.index(IN_PLACE_MAXTIME) < lines.index("  ConfigMap/dev-slurm-config configured")
+    assert not [line for line in lines if line.startswith("restarts:")]
+    assert asked[-3:] == [SEEN_DIGEST, SEEN_DIGEST, ["scontrol", "reconfigure"]]
+    assert any(line.startswith("reconfigured in place:") for line in lines)
+    pod = stub.get("/api/v1/namespaces/slurm/pods", "dev-controller-0")
+    assert pod["metadata"]["annotations"][ANNOTATION_CONFIG_SEEN] == want[:16]
+    assert {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
+            for n in templates} == templates
+
+
+def test_up_without_a_slurm_change_runs_no_reconfigure(up):
+    up(KIND_DEV)
+    asked: list[list[str]] = []
+    _, lines = up(KIND_DEV, exec_fn=lambda c: asked.append(c) or "cpu-0 idle\ncpu-1 idle\n")
+    assert asked == [SINFO]
+    assert not [line for line in lines if line.startswith(("restarts:", "in place", "reconfigured"))]
+
+
+def test_reconfigure_gives_up_with_one_clear_error_when_the_controller_never_sees_the_files():
+    import pytest
+    from slurmk8s.actions.reconfigure import reconfigure_in_place
+    from slurmk8s.errors import ClusterError
+    nudged, ran = [], []
+    with pytest.raises(ClusterError) as caught:
+        reconfigure_in_place({"slurm.conf": "ClusterName=dev\n"}, ["dev-controller-0", "dev-controller-1"],
+                             lambda pod, value: nudged.append(pod), lambda c: ran.append(c) or "0" * 64 + "  -\n",
+                             timeout=0.2, poll=0.01, say=lambda line: None)
+    assert str(caught.value).startswith("the controller did not see the new Slurm config within 0 s")
+    assert nudged == ["dev-controller-0", "dev-controller-1"]
+    assert ran and ["scontrol", "reconfigure"] not in ran
