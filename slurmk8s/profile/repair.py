@@ -44,10 +44,13 @@ class Repaired:
 
         That is a problem inside a repaired place, one in the same list item (pool, domain...)
         as a repaired field that names that field (`... greater than maxReplicas 4` after maxReplicas was
-        repaired), or one about a refused name (`unknown pool 'GPU'`).
+        repaired), one whose message names a repaired field by its whole path (`set spec.metrics.enabled:
+        true`), or one about a refused name (`unknown pool 'GPU'`).
         """
         for place in self.places:
             if path[:len(place)] == place:
+                return True
+            if all(isinstance(part, str) for part in place) and ".".join(place) in message:
                 return True
             item = _item_of(place)
             if isinstance(place[-1], str) and path[:len(item)] == item and place[-1].lower() in message.lower():

@@ -6,6 +6,8 @@ the Slurm commands `up` runs in the controller, from the pods the stub runs.
 
 from __future__ import annotations
 
+from slurmk8s.actions.reconfigure import SEEN_DIGEST, files_digest
+
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from slurmk8s.errors import ClusterError
 from slurmk8s.kube.wait import SINFO_NODES
 
 APPS = "/apis/apps/v1/namespaces/slurm"
+CONFIGMAPS = "/api/v1/namespaces/slurm/configmaps"
 PODS = "/api/v1/namespaces/slurm/pods"
 SCALED_OBJECTS = "/apis/keda.sh/v1alpha1/namespaces/slurm/scaledobjects"
 
@@ -38,6 +41,11 @@ class FakeSlurm:
 
     def __call__(self, argv: list[str]) -> str:
         self.commands.append(argv)
+        if argv == SEEN_DIGEST:  # the controller's mounted config: the applied ConfigMap, refreshed at once
+            name = next(n for n in self.stub.names(CONFIGMAPS) if n.endswith("-slurm-config"))
+            return files_digest(self.stub.get(CONFIGMAPS, name)["data"]) + "  -\n"
+        if argv == ["scontrol", "reconfigure"]:
+            return ""
         if argv == SINFO_NODES:
             return "".join(f"{n} {'drained' if n in self.drained else 'idle'}\n" for n in sorted(self.running()))
         if argv[:4] == ["sinfo", "-h", "-N", "-n"]:
@@ -114,7 +122,8 @@ def test_up_raises_a_pool_below_a_raised_min_replicas_before_applying(stub, up, 
     assert "pool cpu: minReplicas is 3 but 2 ran: started cpu-2" in lines
     assert ["sinfo", "-h", "-N", "-n", "cpu-2", "-o", "%N %t"] in slurm.commands  # not while Slurm powers it down
     # through the scale subresource, as power saving does: the apply then sends the same value (no field conflict)
-    writes = [r for r in stub.requests if r.method == "PATCH" and "/statefulsets/dev-cpu" in r.path]
+    writes = [r for r in stub.requests if r.method == "PATCH" and "/statefulsets/dev-cpu" in r.path
+              and r.q("dryRun") != "All"]  # up's restart preview is a dry run
     assert [(r.path.rsplit("/", 1)[1], (r.body or {}).get("spec", {}).get("replicas")) for r in writes] == [
         ("scale", 3), ("dev-cpu", 3)]
     assert "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 3/3, login 1/1" in lines
@@ -131,7 +140,7 @@ def test_up_after_lowering_max_drains_the_nodes_above_it_then_shrinks_before_app
     assert slurm.updates()[0] == ["scontrol", "update", "nodename=cpu-2,cpu-3", "state=drain", f"reason={DRAIN_REASON}"]
     assert ["squeue", "-h", "-w", "cpu-2,cpu-3", "-o", "%i %T"] in slurm.commands
     # the pods went before the slurm.conf that drops their nodes was written
-    writes = [r for r in stub.requests if r.method == "PATCH"]
+    writes = [r for r in stub.requests if r.method == "PATCH" and r.q("dryRun") != "All"]
     scaled = next(i for i, r in enumerate(writes) if r.path.endswith("/statefulsets/dev-cpu/scale"))
     config = next(i for i, r in enumerate(writes) if r.path.endswith("/configmaps/dev-slurm-config"))
     assert scaled < config
@@ -152,7 +161,7 @@ def test_up_after_lowering_max_never_kills_a_job_it_refuses_and_applies_nothing(
                                   "the nodes stay drained and the pool keeps 4 replicas; "
                                   "nothing was applied: run up again once they end")
     assert replicas(stub) == 4
-    assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE")] == []
+    assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE") and r.q("dryRun") != "All"] == []
     # The job ends: the next up finishes the job it started.
     slurm.jobs.clear()
     up(lower, exec_fn=slurm, timeout=8)
@@ -199,7 +208,7 @@ def test_a_pool_dropped_from_the_profile_is_drained_and_emptied_before_prune_del
                                            r".*; nothing was applied: run up again once they end$"):
         up(KIND_DEV, exec_fn=slurm, timeout=1)
     assert stub.get(f"{APPS}/statefulsets", "dev-big")["spec"]["replicas"] == 2  # its job runs on
-    assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE")] == []
+    assert [r.path for r in stub.requests if r.method in ("PATCH", "POST", "DELETE") and r.q("dryRun") != "All"] == []
     slurm.jobs.clear()
     stub.reset_log()
     plan, lines = up(KIND_DEV, exec_fn=slurm, timeout=8)
@@ -254,14 +263,17 @@ def test_per_leaf_scaled_objects_target_real_statefulsets_and_are_pruned_and_del
     from slurmk8s.actions.down import run_down
     from slurmk8s.kube.client import Access
     topology = str(Path(KIND_DEV).with_name("kind-topology.yaml"))
-    keda = {"serverAddress": "http://prom:9090", "query": "sum(pending)", "threshold": "1"}
-    with_keda = edited_profile(topology, pool(keda=keda))
+    keda = {"serverAddress": "http://prom:9090", "query": "sum(slurm_partition_jobs_pending)", "threshold": "1"}
+    # a KEDA trigger needs a metric source: Slurm's own metrics (the Service only, no monitor CRD)
+    metrics = {"enabled": True, "monitor": "none"}
+    with_keda = edited_profile(topology, lambda p: (pool(keda=keda)(p), p["spec"].update(metrics=metrics)))
+    without_keda = edited_profile(topology, lambda p: p["spec"].update(metrics=metrics))
     up(with_keda)
     leaves = ["topo-cpu-subblock-a1", "topo-cpu-subblock-a2", "topo-cpu-subblock-b1"]
     assert stub.names(SCALED_OBJECTS) == leaves
     assert [stub.get(SCALED_OBJECTS, n)["spec"]["scaleTargetRef"]["name"] for n in leaves] == leaves
     assert set(leaves) <= set(stub.names(f"{APPS}/statefulsets"))
-    plan, _ = up(topology)  # keda dropped from the profile
+    plan, _ = up(without_keda)  # keda dropped from the profile
     assert sorted(c.ref for c in plan.changes if c.action == "pruned") == [f"ScaledObject/{n}" for n in leaves]
     assert stub.names(SCALED_OBJECTS) == []
     up(with_keda)
