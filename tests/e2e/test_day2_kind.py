@@ -6,6 +6,7 @@ Its own kind cluster (slurmk8s-reconfig), removed afterwards. `python -m pytest 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,8 @@ def test_a_deleted_slurmd_pod_marks_its_node_down_at_once_and_the_next_pod_resum
     assert f"Reason={DRAIN_REASON}" in line, line
     # The StatefulSet's next pod registers; its postStart hook resumes the node the old pod drained.
     wait_until(lambda: pod_uids(cluster).get("dev-cpu-1") not in (None, old_uid) or None, 180, "a new dev-cpu-1")
-    wait_until(lambda: (text := node_line(cluster, "cpu-1")) and "State=IDLE " in text and "DRAIN" not in text
-               or None, 180, "cpu-1 to be idle again")
+    # pool nodes are CLOUD nodes: State=IDLE+CLOUD when back, never DRAIN or DOWN
+    wait_until(lambda: (text := node_line(cluster, "cpu-1")) and re.search(r"State=IDLE(\+CLOUD)? ", text)
+               and "DRAIN" not in text or None, 180, "cpu-1 to be idle again")
     job = login(cluster, "sbatch", "--parsable", "-w", "cpu-1", "--wrap", "hostname").strip()
     assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=180) == "COMPLETED"
