@@ -447,6 +447,10 @@ def refuse_unsupported(bundle: Bundle, pods: list[Pod], images: dict[str, rootfs
         raise LabError("the bundle has no slurmctld pod")
 
 
+# The scale APIs this process serves, by lab id: `down` stops them with the lab.
+_SERVED_APIS: dict[str, ScaleAPI] = {}
+
+
 def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], None] = print) -> Lab:
     """Boot every pod of the bundle; returns when every stage passed its readiness probes."""
     sandbox.preflight()
@@ -473,6 +477,7 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     if any(p.service_account_token for p in pods):
         lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.scale_of, lab.scale, grants)
         lab.api.start()
+        _SERVED_APIS[lab_id] = lab.api
     materialise_secrets(lab)
     lab.save()
     try:
@@ -562,6 +567,9 @@ def down(lab_id: str, keep_logs: Path | None = None) -> list[str]:
     failed run can be read after the lab is gone.
     """
     _stop_supervisor(lab_id)
+    api = _SERVED_APIS.pop(lab_id, None)
+    if api is not None:  # its socket on the lab's gateway would outlive the bridge and block the next lab there
+        api.stop()
     left = sandbox.teardown(lab_id)
     if keep_logs is not None:
         save_logs(lab_id, keep_logs)

@@ -156,7 +156,7 @@ class ScaleAPI:
 
     def stop(self) -> None:
         """Stop serving."""
-        server = getattr(self, "_server", None)
+        server, self._server = getattr(self, "_server", None), None
         if server is not None:
             server.shutdown()
             server.server_close()
