@@ -460,7 +460,9 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     pods = pods_of(bundle)
     templates = every_pod(bundle)
     members = {pod_for(bundle, w, i).slurm_node for w in workloads(bundle) for i in range(max_replicas(w))}
-    for other, nodes in sandbox.labs_sharing_cgroups(lab_id, members - {None}).items():
+    sharing = sandbox.labs_sharing_cgroups(lab_id, members - {None})
+    if sharing:
+        other, nodes = min(sharing.items())
         raise LabError(f"lab {other} is up with Slurm nodes of the same names ({', '.join(nodes)}): two labs would "
                        f"share Slurm's cgroup dirs slurm_<node>; end it first (`slurmk8s lab down` with its profile)")
     images = rootfs_mod.resolve({c.image for p in templates for c in p.all_containers}, bundle.version, cache_dir, log)
@@ -490,8 +492,9 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
                     lab.wait_ready(pod, c)
         wait_nodes_idle(lab)
     except BaseException:
-        if lab.api:
-            lab.api.stop()
+        api = _SERVED_APIS.pop(lab_id, None)
+        if api:
+            api.stop()
         raise
     return lab
 

@@ -55,8 +55,6 @@ def down_and_check_clean(lab) -> None:
 
     shutil.rmtree(LOGS / lab.lab_id, ignore_errors=True)
     left = cluster.down(lab.lab_id, keep_logs=LOGS / lab.lab_id)
-    if lab.api is not None:  # served by this process: the next lab of the profile binds the same port
-        lab.api.stop()
     assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
     assert list((LOGS / lab.lab_id).glob("*/slurmctld.log")), f"no slurmctld log kept in {LOGS / lab.lab_id}"
     assert not cluster.lab_dir_of(lab.lab_id).exists()
