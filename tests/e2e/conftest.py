@@ -110,6 +110,13 @@ def local_profile(source: Path, target: Path, edit: Callable[[dict], None] | Non
     return target
 
 
+def new_ssh_key(directory: Path) -> Path:
+    """A fresh passphrase-less ed25519 key pair in directory: the private key's path (.pub beside it)."""
+    key = directory / "id_ed25519"
+    run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+    return key
+
+
 def job_state(cluster: Cluster, pod: str, container: str, job: str) -> str:
     """The job's state as sacct reports it ('' while slurmdbd has not recorded it)."""
     out = cluster.exec(pod, container, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State", check=False).stdout

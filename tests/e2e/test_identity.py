@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import (
-    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, port_forward, run, wait_for_job, wait_until,
+    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, new_ssh_key, port_forward, run, wait_for_job, wait_until,
 )
 from tests.waiting import wait_for
 
@@ -31,9 +31,7 @@ def cluster() -> Cluster:
 
 @pytest.fixture(scope="module")
 def ada_key(tmp_path_factory) -> Path:
-    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
-    run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
-    return key
+    return new_ssh_key(tmp_path_factory.mktemp("ssh"))
 
 
 @pytest.fixture(scope="module")

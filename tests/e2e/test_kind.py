@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import (
-    NAMESPACE, REPO, Cluster, job_state, kind_cluster, local_profile, port_forward, run, sinfo_states,
+    NAMESPACE, REPO, Cluster, job_state, kind_cluster, local_profile, new_ssh_key, port_forward, run, sinfo_states,
     wait_for_job, wait_until,
 )
 
@@ -33,9 +33,7 @@ def cluster() -> Cluster:
 
 @pytest.fixture(scope="module")
 def ssh_key(tmp_path_factory) -> Path:
-    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
-    run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
-    return key
+    return new_ssh_key(tmp_path_factory.mktemp("ssh"))
 
 
 @pytest.fixture(scope="module")
