@@ -43,44 +43,34 @@ def build_networkpolicy_slurm(profile: Profile) -> Obj:
     }
 
 
-def build_networkpolicy_database(profile: Profile) -> Obj:
-    """MariaDB: 3306 from slurmdbd only."""
+def ingress_policy(profile: Profile, name: str, component: str, sources: list[Obj] | None, port: int) -> Obj:
+    """One component's pods admit TCP on port from sources (None: from anywhere)."""
+    rule: Obj = {"ports": [{"protocol": "TCP", "port": port}]}
+    if sources is not None:
+        rule = {"from": sources, **rule}
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": meta(profile, naming.network_policy(profile.name, "mariadb"), naming.DATABASE),
+        "metadata": meta(profile, naming.network_policy(profile.name, name), component),
         "spec": {
-            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.DATABASE)},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.ACCOUNTING)}}],
-                         "ports": [{"protocol": "TCP", "port": 3306}]}],
-        },
-    }
-
-
-def build_networkpolicy_login(profile: Profile) -> Obj:
-    """ssh to the login pods from the profile's CIDRs (anywhere when none are listed)."""
-    rule: Obj = {"ports": [{"protocol": "TCP", "port": 22}]}
-    if profile.login.ssh_from:
-        rule = {"from": [{"ipBlock": {"cidr": c}} for c in profile.login.ssh_from], **rule}
-    return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": meta(profile, naming.network_policy(profile.name, "login-ssh"), naming.LOGIN),
-        "spec": {
-            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.LOGIN)},
+            "podSelector": {"matchLabels": naming.selector_labels(profile.name, component)},
             "policyTypes": ["Ingress"],
             "ingress": [rule],
         },
     }
 
 
+def build_networkpolicy_database(profile: Profile) -> Obj:
+    """MariaDB: 3306 from slurmdbd only."""
+    slurmdbd = {"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.ACCOUNTING)}}
+    return ingress_policy(profile, "mariadb", naming.DATABASE, [slurmdbd], 3306)
+
+
+def build_networkpolicy_login(profile: Profile) -> Obj:
+    """ssh to the login pods from the profile's CIDRs (anywhere when none are listed)."""
+    sources = [{"ipBlock": {"cidr": c}} for c in profile.login.ssh_from] or None
+    return ingress_policy(profile, "login-ssh", naming.LOGIN, sources, 22)
+
+
 def build_networkpolicy_restapi(profile: Profile) -> Obj:
     """slurmrestd: 6820 from any pod of the namespace (its clients)."""
-    return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": meta(profile, naming.network_policy(profile.name, "restapi"), naming.RESTAPI),
-        "spec": {
-            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.RESTAPI)},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 6820}]}],
-        },
-    }
+    return ingress_policy(profile, "restapi", naming.RESTAPI, [{"podSelector": {}}], 6820)

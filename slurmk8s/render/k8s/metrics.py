@@ -12,6 +12,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.observe import METRIC_PATHS
+from slurmk8s.render.k8s.cluster import ingress_policy
 from slurmk8s.render.k8s.common import Obj, meta
 from slurmk8s.render.k8s.dashboard import build_configmap_dashboard
 
@@ -71,17 +72,8 @@ def build_podmonitor(profile: Profile) -> Obj:
 
 def build_networkpolicy_metrics(profile: Profile) -> Obj:
     """slurmctld's port from the scraper's namespace (the Slurm policy admits only the cluster's own pods)."""
-    return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": meta(profile, naming.network_policy(profile.name, "metrics"), naming.CONTROLLER),
-        "spec": {
-            "podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.CONTROLLER)},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": profile.metrics.scraper_namespace}}}],
-                "ports": [{"protocol": "TCP", "port": SLURMCTLD_PORT}]}],
-        },
-    }
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": profile.metrics.scraper_namespace}}}
+    return ingress_policy(profile, "metrics", naming.CONTROLLER, [scraper], SLURMCTLD_PORT)
 
 
 def build_metrics_objects(profile: Profile) -> list[Obj]:
