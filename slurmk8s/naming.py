@@ -251,6 +251,16 @@ def role(cluster: str, purpose: str) -> str:
     return f"{cluster}-{purpose}"
 
 
+def cluster_scope(namespace: str) -> str:
+    """The prefix of a cluster-scoped object's name: the namespace keeps two clusters of one name apart."""
+    return f"slurmk8s-{namespace}"
+
+
+def cluster_role(namespace: str, cluster: str, purpose: str) -> str:
+    """ClusterRole/ClusterRoleBinding name."""
+    return f"{cluster_scope(namespace)}-{cluster}-{purpose}"
+
+
 def selector_labels(cluster: str, component: str, pool: str | None = None) -> dict[str, str]:
     """Labels that select a component's pods (stable: used in selectors)."""
     labels = {LABEL_INSTANCE: cluster, LABEL_COMPONENT: component}

@@ -103,6 +103,9 @@ def _volume(v: dict[str, Any], owner: str, ordinal: int) -> Volume:
         return Volume(v["name"], "secret", s["secretName"], _items(s), s.get("defaultMode", DEFAULT_MODE))
     if "emptyDir" in v:
         return Volume(v["name"], "emptyDir", medium=v["emptyDir"].get("medium", ""))
+    if "projected" in v:
+        # A ServiceAccount token: the lab serves no API for it, so the cordon check finds none and does nothing.
+        return Volume(v["name"], "emptyDir")
     if "persistentVolumeClaim" in v:
         return Volume(v["name"], "claim", v["persistentVolumeClaim"]["claimName"])
     raise ValueError(f"{owner}: volume {v['name']} of an unsupported kind: {sorted(v)}")

@@ -64,6 +64,7 @@ DEFAULTS: dict[str, object] = {
     "spec.powerSaving.resumeTimeout": 600,
     "spec.rollout.drainTimeout": 3600,
     "spec.rollout.maxUnavailable": 1,
+    "spec.rollout.drainOnCordon": True,
     "spec.sideBySide.mode": "host",
     "spec.sideBySide.partition": "shared",
     "spec.sideBySide.shapes[].gpuResource": "nvidia.com/gpu",

@@ -138,6 +138,7 @@ class Rollout:
 
     drain_timeout: int = 3600
     max_unavailable: int = 1
+    drain_on_cordon: bool = True  # a cordoned Kubernetes node drains its Slurm nodes (HealthCheckProgram)
 
 
 @dataclass(frozen=True)

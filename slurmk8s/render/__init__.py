@@ -120,6 +120,7 @@ def render(profile: Profile) -> Bundle:
             objects.append(cluster.build_networkpolicy_restapi(profile))
     objects += metrics.build_metrics_objects(profile)  # Service, policy, monitor, dashboard (spec.metrics)
     objects += k8s_rollout.build_busy_objects(profile)
+    objects += health.build_node_reader(profile)
     objects += [pdb for p in profile.pools for pdb in k8s_rollout.build_pdbs_pool(profile, p)]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))

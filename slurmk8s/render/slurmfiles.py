@@ -114,12 +114,22 @@ def scheduling_settings(profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+def drains_on_cordon(profile: Profile) -> bool:
+    """spec.rollout.drainOnCordon in effect: pool pods only (side-by-side nodes mount no HealthCheckProgram)."""
+    return profile.rollout.drain_on_cordon and bool(profile.pools) and not profile.side_by_side
+
+
+def runs_health_program(profile: Profile) -> bool:
+    """slurmd runs HealthCheckProgram: for spec.healthChecks, or to follow its Kubernetes node's cordon."""
+    return profile.health_checks.enabled or drains_on_cordon(profile)
+
+
 def observe_settings(profile: Profile) -> list[tuple[str, str]]:
     """slurm.conf keys of spec.metrics and spec.healthChecks (docs/metrics.md, docs/health-checks.md)."""
     out = []
     if profile.metrics.enabled:
         out.append(("MetricsType", "metrics/openmetrics"))
-    if profile.health_checks.enabled:
+    if runs_health_program(profile):
         out += [("HealthCheckProgram", HEALTH_PROGRAM), ("HealthCheckInterval", str(profile.health_checks.interval)),
                 ("HealthCheckNodeState", "ANY")]
     return out

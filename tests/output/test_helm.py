@@ -147,9 +147,14 @@ def test_objects_go_to_the_release_namespace(tmp_path: Path) -> None:
     objects = helm_template(tmp_path, namespace="other")
     assert objects and not [o for o in objects if o["kind"] == "Namespace"]
     for obj in objects:
-        assert obj["metadata"]["namespace"] == "other", obj["metadata"]["name"]
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            # cluster-scoped: no namespace; the name carries the release's (two releases never share one)
+            assert "namespace" not in obj["metadata"] and obj["metadata"]["name"] == "slurmk8s-other-research-nodes"
+        else:
+            assert obj["metadata"]["namespace"] == "other", obj["metadata"]["name"]
         for subject in obj.get("subjects", []):
             assert subject["namespace"] == "other"
+    assert {o["kind"] for o in objects} >= {"ClusterRole", "ClusterRoleBinding"}
     text = json.dumps(objects)
     assert f".{bundle.namespace}." not in text and f'"{bundle.namespace}"' not in text
     controller = next(o for o in objects if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "research-controller"))

@@ -126,6 +126,14 @@ def test_a_namespace_overlay_leaves_nothing_in_the_old_namespace(tmp_path: Path)
     assert run.returncode == 0, run.stderr
     objects = [d for d in yaml.safe_load_all(run.stdout) if d]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["hpc-prod"]
+    # Cluster-scoped (the node reader of the cordon check): no namespace, and the rendered one stays in
+    # their names (docs/gitops.md: one cluster of a name per base).
+    cluster_scoped = [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert sorted(o["metadata"]["name"] for o in cluster_scoped) == ["slurmk8s-hpc-research-nodes"] * 2
+    objects = [o for o in objects if o not in cluster_scoped]
+    for obj in cluster_scoped:
+        for subject in obj.get("subjects", []):
+            assert subject["namespace"] == "hpc-prod"
     for obj in objects:
         if obj["kind"] != "Namespace":
             assert obj["metadata"]["namespace"] == "hpc-prod", obj["metadata"]["name"]

@@ -4,6 +4,12 @@ One script per pool in the `<name>-health` ConfigMap: the pool's expectations (G
 disk, its own checks) set above the shared logic in render/scripts/healthcheck.sh. slurm.conf names one
 path; each pool's pods mount their own script there. A failing check drains the node with a reason
 starting `slurmk8s-health:`; a passing check resumes only nodes whose reason starts so.
+
+The same program follows the pod's Kubernetes node (spec.rollout.drainOnCordon, docs/rollout.md): a
+cordoned node drains its Slurm node with CORDON_REASON, an uncordoned one resumes only that drain. It
+reads the Node with a token only root in the slurmd container can read, bound to a ClusterRole that
+may only `get` nodes; slurmd passes its program no environment, so the program takes the Kubernetes
+node's name (downward API) and the API's address from slurmd's own.
 """
 
 from __future__ import annotations
@@ -14,14 +20,23 @@ from importlib import resources
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import Obj, config_hash, meta
-from slurmk8s.render.slurmfiles import HEALTH_DIR
+from slurmk8s.render.slurmfiles import HEALTH_DIR, drains_on_cordon, runs_health_program
+
 ANNOTATION_HEALTH_HASH = "slurmk8s.io/health-hash"
 # Always mounted in a pool pod (render/k8s/workers.py): a node without them cannot run jobs right.
 BASE_MOUNTS = ("/etc/slurm", "/var/spool/slurmd", "/dev/shm")
 
 
+# The drain reason of a cordon; the program resumes only drains with exactly it.
+CORDON_REASON = "slurmk8s: kubernetes node cordoned"
+KUBE_DIR = "/var/run/slurmk8s/kube"  # the token and CA of the cordon check, root only
+KUBE_NODE_ENV = "SLURMK8S_KUBE_NODE"  # slurmd's environment: the pod's Kubernetes node
+NODE_READER = "nodes"
+
+
 def health_on(profile: Profile) -> bool:
-    return profile.health_checks.enabled
+    """The pool pods run slurmk8s's HealthCheckProgram (health checks, the cordon check, or both)."""
+    return runs_health_program(profile)
 
 
 @lru_cache(maxsize=1)
@@ -44,6 +59,11 @@ def render_health_script(profile: Profile, pool: Pool) -> str:
         f"MOUNTS={_quote(' '.join(mounts))}",
         f"DISK_PATHS={_quote(' '.join(hc.disk_paths))}",
         f"MIN_FREE_KIB={hc.min_free_disk_mib * 1024}",
+        f"CHECKS_ON={1 if hc.enabled else 0}",
+        f"CORDON_ON={1 if drains_on_cordon(profile) else 0}",
+        f"CORDON_REASON={_quote(CORDON_REASON)}",
+        f"KUBE_DIR={KUBE_DIR}",
+        f"KUBE_NODE_ENV={KUBE_NODE_ENV}",
         "",
     ]
     own = hc.of_pool(pool.name)
@@ -74,7 +94,36 @@ def with_health_check(profile: Profile, sts: Obj) -> Obj:
         "items": [{"key": f"{pool.name}.sh", "path": "check"}]}})
     slurmd = next(c for c in pod["containers"] if c["name"] == "slurmd")
     slurmd["volumeMounts"].append({"name": "health", "mountPath": HEALTH_DIR, "readOnly": True})
+    if drains_on_cordon(profile):
+        pod["volumes"].append(kube_api_volume())
+        slurmd["volumeMounts"].append({"name": "kube-api", "mountPath": KUBE_DIR, "readOnly": True})
+        slurmd["env"] = slurmd.get("env", []) + [
+            {"name": KUBE_NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     annotations = template["metadata"].setdefault("annotations", {})
     annotations[ANNOTATION_HEALTH_HASH] = config_hash(render_health_script(profile, pool))
     template["metadata"]["annotations"] = dict(sorted(annotations.items()))
     return sts
+
+
+def kube_api_volume() -> Obj:
+    """The pool ServiceAccount's token and the cluster CA, readable by root only: jobs run as their users."""
+    return {"name": "kube-api", "projected": {"defaultMode": 0o400, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+
+
+def build_node_reader(profile: Profile) -> list[Obj]:
+    """A ClusterRole that may only `get` nodes (a cordon is the Node's spec.unschedulable), bound to the
+    pool pods' ServiceAccount. Cluster-scoped, so named after the namespace too."""
+    if not drains_on_cordon(profile):
+        return []
+    name = naming.cluster_role(profile.namespace, profile.name, NODE_READER)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(profile, name, naming.WORKER, namespaced=False),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": meta(profile, name, naming.WORKER, namespaced=False),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.WORKER),
+                             "namespace": profile.namespace}]}
+    return [role, binding]

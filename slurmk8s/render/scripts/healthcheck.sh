@@ -1,6 +1,7 @@
-# The checks and the drain/resume logic of slurmk8s's HealthCheckProgram (docs/health-checks.md).
-# The rendered script for each pool sets the variables above this part and defines pool_checks.
-# slurmd runs it as root every HealthCheckInterval with SLURMD_NODENAME set.
+# The checks and the drain/resume logic of slurmk8s's HealthCheckProgram (docs/health-checks.md),
+# and the cordon check (docs/rollout.md). The rendered script for each pool sets the variables above
+# this part and defines pool_checks. slurmd runs it as root every HealthCheckInterval with only
+# SLURMD_NODENAME in its environment.
 set -u
 PATH=$PATH:/usr/sbin:/usr/bin:/sbin:/bin
 PREFIX="slurmk8s-health:"
@@ -62,30 +63,73 @@ run_check() {  # NAME FUNCTION: a pool's own check, in a subshell so it cannot c
   fi
 }
 
-check_gpus
-check_mounts
-check_disk
-pool_checks
+# Prints yes or no: is this pod's Kubernetes node cordoned (spec.unschedulable)? Nothing when it cannot
+# tell. slurmd's own environment holds the node's name (downward API) and the API's address.
+kube_cordoned() {
+  pid=$(pgrep -o -x slurmd 2>/dev/null) || pid=1
+  python3 - "/proc/$pid/environ" "$KUBE_DIR" "$KUBE_NODE_ENV" <<'EOF'
+import json, ssl, sys, urllib.parse, urllib.request
+environ, kube, node_env = sys.argv[1:4]
+try:
+    with open(environ, "rb") as fh:
+        env = dict(kv.split("=", 1) for kv in fh.read().decode("utf-8", "replace").split("\0") if "=" in kv)
+    node, host = env.get(node_env), env.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
+    if not node:
+        sys.exit(f"slurmk8s-health: cordon check: {node_env} is not in slurmd's environment")
+    host = f"[{host}]" if ":" in host else host
+    with open(f"{kube}/token") as fh:
+        token = fh.read().strip()
+    context = ssl.create_default_context(cafile=f"{kube}/ca.crt")
+    context.check_hostname = False  # reached by IP; the cluster CA pins who answers
+    url = f"https://{host}:{env.get('KUBERNETES_SERVICE_PORT', '443')}/api/v1/nodes/{urllib.parse.quote(node)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        spec = json.load(response).get("spec") or {}
+except (OSError, ValueError) as e:
+    sys.exit(f"slurmk8s-health: cordon check: {e}")
+print("yes" if spec.get("unschedulable") else "no")
+EOF
+}
+
+if [ "$CHECKS_ON" = 1 ]; then
+  check_gpus
+  check_mounts
+  check_disk
+  pool_checks
+fi
+cordoned=""
+[ "$CORDON_ON" != 1 ] || cordoned=$(kube_cordoned)
 
 # Slurm's view of this node: its state, and the reason it was drained with.
 state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -n 1)
 reason=$(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1)
+# Whose drain is it: a failing check's (ours), a cordon's, or someone else's (left alone).
 ours=no
 case "$reason" in "$PREFIX"*) ours=yes ;; esac
+cordon_drain=no
+[ "$reason" != "$CORDON_REASON" ] || cordon_drain=yes
+drained=no
+case "$state" in drain*|drng*) drained=yes ;; esac
+others=no
+[ "$drained" = no ] || [ "$ours" = yes ] || [ "$cordon_drain" = yes ] || others=yes
+
+drain() {  # REASON: drain the node with it, or bring a drain of ours up to date
+  [ "$others" = no ] || exit 0
+  if [ "$reason" != "$1" ]; then
+    scontrol update nodename="$node" state=drain reason="$1" || echo "$PREFIX could not drain $node" >&2
+  fi
+}
+
 if [ -n "$failed" ]; then
   want="$PREFIX $failed"
   want=$(printf '%s' "$want" | cut -c 1-200)
-  # An admin's drain stays the admin's; ours is kept up to date with what fails now.
-  case "$state" in
-    drain*|drng*) [ "$ours" = yes ] || exit 0 ;;
-  esac
-  if [ "$reason" != "$want" ]; then
-    scontrol update nodename="$node" state=drain reason="$want" || echo "$PREFIX could not drain $node" >&2
-  fi
+  drain "$want"
   echo "$want" >&2
-elif [ "$ours" = yes ]; then
-  case "$state" in
-    drain*|drng*) scontrol update nodename="$node" state=resume || echo "$PREFIX could not resume $node" >&2 ;;
-  esac
+elif [ "$cordoned" = yes ]; then
+  drain "$CORDON_REASON"
+elif [ "$cordon_drain" = yes ] && [ "$cordoned" != no ]; then
+  :  # the Kubernetes node cannot be read now: the cordon's drain stays until it is known to be lifted
+elif [ "$drained" = yes ] && { [ "$ours" = yes ] || [ "$cordon_drain" = yes ]; }; then
+  scontrol update nodename="$node" state=resume || echo "$PREFIX could not resume $node" >&2
 fi
 exit 0
