@@ -95,3 +95,38 @@ def test_a_deleted_slurmd_pod_marks_its_node_down_at_once_and_the_next_pod_resum
                and "DRAIN" not in text or None, 180, "cpu-1 to be idle again")
     job = login(cluster, "sbatch", "--parsable", "-w", "cpu-1", "--wrap", "hostname").strip()
     assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=180) == "COMPLETED"
+
+
+CORDON_REASON = "slurmk8s: kubernetes node cordoned"
+HEALTH_CHECK_INTERVAL = 60  # kind-dev's HealthCheckInterval: it bounds how soon a cordon drains
+
+
+def sinfo_node(cluster: Cluster, node: str) -> tuple[str, str]:
+    """(long state, reason) of one Slurm node, as sinfo shows them."""
+    out = login(cluster, "sinfo", "-h", "-N", "-n", node, "-o", "%T|%E", check=False).strip()
+    state, _, reason = out.partition("|")
+    return state, reason
+
+
+def test_cordoning_a_kubernetes_node_drains_its_slurm_node_without_killing_the_job(dev) -> None:
+    cluster, _ = dev
+    host = cluster.jsonpath("-n", NAMESPACE, "get", "pod", "dev-cpu-0", path="{.spec.nodeName}")
+    assert host, "dev-cpu-0 has no node"
+    job = login(cluster, "sbatch", "--parsable", "-w", "cpu-0", "--wrap", "sleep 150").strip()
+    assert job.isdigit(), job
+    wait_until(lambda: job_state_now(cluster, job) == "RUNNING" or None, 120, f"job {job} to run")
+    try:
+        cluster.kubectl("cordon", host)
+        # slurmd's HealthCheckProgram sees the cordon at its next run: within one interval (and some slack).
+        state, reason = wait_until(
+            lambda: (s := sinfo_node(cluster, "cpu-0")) and s[0].startswith("drain") and s or None,
+            HEALTH_CHECK_INTERVAL + 45, "cpu-0 to drain after the cordon")
+        assert state.startswith("draining"), state  # the job still holds it
+        assert reason == CORDON_REASON, reason
+        assert job_state_now(cluster, job) == "RUNNING"
+    finally:
+        cluster.kubectl("uncordon", host)
+    wait_until(lambda: not sinfo_node(cluster, "cpu-0")[0].startswith("drain") or None,
+               HEALTH_CHECK_INTERVAL + 45, "cpu-0 to resume after the uncordon")
+    assert sinfo_node(cluster, "cpu-0")[0].split("+")[0] in ("allocated", "mixed", "idle", "completing")
+    assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=300) == "COMPLETED"
