@@ -8,7 +8,6 @@ links, and configless slurmd gets the files pushed by slurmctld on `scontrol rec
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -16,6 +15,7 @@ from typing import Any, Callable
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.render import restarts
+from slurmk8s.render.rollout import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen
 
 ANNOTATION_CONFIG_SEEN = "slurmk8s.io/config-applied"
 DAEMON_OF = {naming.CONTROLLER: restarts.CONTROLLER, naming.WORKER: restarts.SLURMD}
@@ -125,40 +125,24 @@ def explain(changes, config_map: str, version: str, rendered_files: dict[str, st
     return DayTwo(tuple(found), tuple(in_place), cm is not None and cm.before is not None and old_files != new_files)
 
 
-def files_digest(files: dict[str, str]) -> str:
-    """sha256 of the ConfigMap's files concatenated in name order, as `cat dir/* | sha256sum` prints it."""
-    return hashlib.sha256("".join(files[name] for name in sorted(files)).encode()).hexdigest()
-
-
-# The digest of the files slurmctld reads (links in /etc/slurm into the ConfigMap volume).
-SEEN_DIGEST = ["/bin/sh", "-c", "cat /mnt/slurm-config/* | sha256sum"]
-
-
 def reconfigure_in_place(files: dict[str, str], controller_pods: list[str], nudge: Callable[[str, str], None],
                          run_exec: Callable[[list[str]], str], timeout: float = 180,
                          say: Callable[[str], None] = print, poll: float = 2.0) -> float:
     """Nudge the controller pods until slurmctld sees files, then `scontrol reconfigure`; returns the seconds it took.
 
     The kubelet refreshes a ConfigMap volume on its periodic sync (a minute or more); an
-    annotation on the pod makes it sync now. Raises ClusterError when the files never show.
+    annotation on the pod makes it sync now. The GitOps hook Job runs the same loop
+    (render/rollout.py). Raises ClusterError when the files never show.
     """
-    started = time.monotonic()
-    want = files_digest(files)
-    for pod in controller_pods:
-        nudge(pod, want[:16])
-    seen = ""
-    while time.monotonic() - started < timeout:
+    def seen() -> str:
         try:
-            seen = run_exec(SEEN_DIGEST).split()[0]
-        except (ClusterError, IndexError):
-            seen = ""
-        if seen == want:
-            break
-        time.sleep(poll)
-    else:
-        raise ClusterError(f"the controller did not see the new Slurm config within {timeout:.0f} s "
-                           f"(kubelet ConfigMap refresh); run `up` again")
-    run_exec(["scontrol", "reconfigure"])
-    took = time.monotonic() - started
+            return run_exec(SEEN_DIGEST)
+        except ClusterError:
+            return ""
+    try:
+        took = reconfigure_when_seen(files_digest(files), controller_pods, nudge, seen, run_exec, time.monotonic,
+                                     time.sleep, timeout, poll)
+    except ReconfigureStopped as e:
+        raise ClusterError(f"{e}; run `up` again") from e
     say(f"reconfigured in place: slurmctld read the new config {took:.0f} s after apply; no pod restarted for it")
     return took

@@ -7,6 +7,9 @@ updateRevision and, a batch of spec.rollout.maxUnavailable at a time: drains the
 their nodes registered, and resumes the nodes it drained. A timeout stops the rollout and says so;
 it never kills a job.
 
+It also holds the in-place reconfigure both runners share: wait until slurmctld's mounted Slurm files
+are the applied ones, then `scontrol reconfigure` (no pod restarts; docs/day2.md).
+
 Two runners drive it: `slurmk8s rollout` / `up` (actions/rollout.py, through the API and an exec in
 slurmctld) and the GitOps hook Job (render/scripts/rollout.py, from inside the cluster). This module
 is standard library only and imports nothing of slurmk8s, so the hook's ConfigMap ships this very file;
@@ -15,6 +18,7 @@ every effect (API, Slurm, clock) is passed in.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -257,3 +261,41 @@ def _not_back(effects: Effects, batch: list[Replacement]) -> list[str]:
 def pods_waiting(statefulsets: list[Obj], pods: list[Obj]) -> int:
     """How many slurmd pods wait for a rollout."""
     return len(stale_pods(statefulsets, pods))
+
+
+# The digest of the files slurmctld reads (links in /etc/slurm into the ConfigMap volume), run in slurmctld.
+SEEN_DIGEST = ["/bin/sh", "-c", "cat /mnt/slurm-config/* | sha256sum"]
+RECONFIGURE = ["scontrol", "reconfigure"]
+
+
+class ReconfigureStopped(Exception):
+    """slurmctld never saw the applied Slurm files (the kubelet did not refresh its ConfigMap volume)."""
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """sha256 of the ConfigMap's files concatenated in name order, as `cat dir/* | sha256sum` prints it."""
+    return hashlib.sha256("".join(files[name] for name in sorted(files)).encode()).hexdigest()
+
+
+def reconfigure_when_seen(want: str, controller_pods: list[str], nudge: Callable[[str, str], None],
+                          seen: Callable[[], str], slurm: Callable[[list[str]], str], clock: Callable[[], float],
+                          sleep: Callable[[float], None], timeout: float, poll: float = 2.0) -> float:
+    """Nudge the controller pods (the kubelet refreshes a pod's ConfigMap volumes when it syncs it), wait
+    until slurmctld's files have digest `want`, then `scontrol reconfigure`; the seconds it took.
+
+    `seen()` is the SEEN_DIGEST output in slurmctld ('' when it cannot be read). ReconfigureStopped
+    when the files never show within timeout.
+    """
+    started = clock()
+    for pod in controller_pods:
+        nudge(pod, want[:16])
+    while True:
+        found = (seen().split() or [""])[0]
+        if found == want:
+            break
+        if clock() - started >= timeout:
+            raise ReconfigureStopped(f"the controller did not see the new Slurm config within {timeout:.0f} s "
+                                     f"(kubelet ConfigMap refresh)")
+        sleep(poll)
+    slurm(RECONFIGURE)
+    return clock() - started
