@@ -145,7 +145,7 @@ def render(profile: Profile) -> Bundle:
         templates = [o["spec"]["template"] for o in objects if o["kind"] == "StatefulSet"
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
         hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
-                  for h in k8s_rollout.build_hooks_rollout(profile, templates)]
+                  for h in k8s_rollout.build_hooks_rollout(profile, templates, files)]
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:

@@ -20,6 +20,7 @@ from slurmk8s.actions.render import render_file
 from slurmk8s.output.argocd import post_sync_hooks
 from slurmk8s.output.helm import helm_tree
 import slurmk8s.render.rollout as core
+from slurmk8s.render.rollout import files_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
@@ -78,7 +79,10 @@ def test_the_hook_may_do_exactly_what_a_rollout_needs() -> None:
     assert role["rules"] == [
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["dev-cpu"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "resourceNames": [f"dev-cpu-{i}" for i in range(4)],
-         "verbs": ["get", "delete"]}]
+         "verbs": ["get", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "resourceNames": ["dev-controller-0"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "resourceNames": ["dev-controller-0"],
+         "verbs": ["create", "get"]}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "slurm"}]
     pod = job["spec"]["template"]["spec"]
@@ -87,8 +91,11 @@ def test_the_hook_may_do_exactly_what_a_rollout_needs() -> None:
     assert pod["containers"][0]["securityContext"]["runAsUser"] == naming.SLURM_UID
     # the driver shipped is the very module `slurmk8s rollout` runs
     assert configmap["data"]["rollout_core.py"] == Path(core.__file__).read_text()
+    # the digest slurmctld's files must have before the hook reconfigures: the Slurm ConfigMap's, as `up` computes it
+    want = files_digest(bundle.find("ConfigMap", naming.config_map("dev"))["data"])
     assert json.loads(configmap["data"]["settings.json"]) == {
-        "statefulsets": ["dev-cpu"], "maxUnavailable": 1, "drainTimeout": 3600, "readyTimeout": 900}
+        "statefulsets": ["dev-cpu"], "maxUnavailable": 1, "drainTimeout": 3600, "readyTimeout": 900,
+        "controllers": ["dev-controller-0"], "configDigest": want, "reconfigureTimeout": 300}
     assert job["spec"]["backoffLimit"] == 0
 
 
@@ -147,19 +154,56 @@ def test_the_in_cluster_script_runs_the_rollout_from_its_config_map(tmp_path: Pa
     monkeypatch.setattr(sys, "path", list(sys.path))
     spec.loader.exec_module(script)
     api = FakeApi()
-    monkeypatch.setattr(script, "Api", lambda: type("A", (), {"statefulset": staticmethod(api.statefulset),
-                                                              "pod": staticmethod(api.pod_get),
-                                                              "delete_pod": staticmethod(api.delete_pod)})())
+    want = json.loads(configmap["data"]["settings.json"])["configDigest"]
+    seen = iter(["", "0" * 64 + "  -\n", want + "  -\n"])  # unreadable, the old files, then the synced ones
+    calls = []
+
+    def exec_in(pod, container, argv):
+        calls.append(("exec", pod, container, argv))
+        return next(seen)
+    monkeypatch.setattr(script, "Api", lambda: type("A", (), {
+        "statefulset": staticmethod(api.statefulset), "pod": staticmethod(api.pod_get),
+        "delete_pod": staticmethod(api.delete_pod), "exec": staticmethod(exec_in),
+        "annotate_pod": staticmethod(lambda pod, key, value: calls.append(("annotate", pod, key, value)))})())
+    monkeypatch.setattr(script.time, "sleep", lambda s: None)
     commands = []
 
     def slurm(argv):
         commands.append(argv[:4])
+        calls.append(tuple(argv[:2]))
         return "cpu-0|idle|none\n" if argv[0] == "sinfo" else ""
     monkeypatch.setattr(script, "slurm", slurm)
     assert script.main() == 0
+    # first the reconfigure, once slurmctld's files are the synced ones; then the rollout
+    assert calls[:5] == [("annotate", "dev-controller-0", "slurmk8s.io/config-applied", want[:16])] + [
+        ("exec", "dev-controller-0", "slurmctld", ["/bin/sh", "-c", "cat /mnt/slurm-config/* | sha256sum"])] * 3 + [
+        ("scontrol", "reconfigure")]
     assert api.deleted == ["dev-cpu-0"]
     assert [c[:4] for c in commands if c[0] == "scontrol"] == [
+        ["scontrol", "reconfigure"],
         ["scontrol", "update", "nodename=cpu-0", "state=drain"], ["scontrol", "update", "nodename=cpu-0", "state=resume"]]
+
+
+def test_the_in_cluster_script_stops_when_slurmctld_never_sees_the_synced_files(tmp_path: Path, monkeypatch) -> None:
+    configmap = rollout_hooks(render_file(KIND_DEV))[3]
+    for name, text in configmap["data"].items():
+        (tmp_path / name).write_text(text)
+    spec = importlib.util.spec_from_file_location("rollout_hook_stale", tmp_path / "rollout.py")
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    spec.loader.exec_module(script)
+    api = FakeApi()
+    monkeypatch.setattr(script, "Api", lambda: type("A", (), {
+        "statefulset": staticmethod(api.statefulset), "pod": staticmethod(api.pod_get),
+        "delete_pod": staticmethod(api.delete_pod), "exec": staticmethod(lambda *a: "0" * 64 + "  -\n"),
+        "annotate_pod": staticmethod(lambda *a: None)})())
+    now = [0.0]
+    monkeypatch.setattr(script.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(script.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+    commands = []
+    monkeypatch.setattr(script, "slurm", lambda argv: commands.append(argv) or "")
+    assert script.main() == 1
+    assert commands == [] and api.deleted == []  # no reconfigure of stale files, no rollout
 
 
 def test_slurmctld_marks_pool_pods_busy_through_a_narrow_role() -> None:

@@ -2,8 +2,9 @@
 PodDisruptionBudgets, and the GitOps hook that runs the rollout (render/rollout.py) from inside the cluster.
 
 The hook (a ServiceAccount, a Role, its binding, a ConfigMap and a Job) goes in Bundle.hooks: Argo CD
-runs it as a PostSync hook and Helm as a post-upgrade hook (output/argocd.py, output/helm.py); `up`
-does the same work itself (actions/rollout.py).
+runs it as a PostSync hook and Helm as a post-upgrade hook (output/argocd.py, output/helm.py). It first
+makes slurmctld take the synced Slurm files (`scontrol reconfigure`), then rolls the pools; `up` does
+the same work itself (actions/up.py, actions/rollout.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ROLLOUT_DIR = "/etc/slurmk8s/rollout"
 BUSY_DIR = "/etc/slurmk8s/busy"  # the busy-marking programs, mounted in slurmctld
 # How long one replaced pod may take to come back Ready and registered (image pulls count).
 READY_TIMEOUT = 900
+# How long the hook waits for the kubelet to refresh slurmctld's Slurm files (`up` waits as long).
+RECONFIGURE_TIMEOUT = 300
 # Components whose workloads carry the Slurm release they run.
 SLURM_COMPONENTS = (naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
 WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet")
@@ -137,14 +140,23 @@ def pool_pods(profile: Profile) -> list[str]:
                   for i in range(s.slots))
 
 
-def rollout_settings(profile: Profile) -> str:
+def controller_pods(profile: Profile) -> list[str]:
+    sts = naming.component_name(profile.name, naming.CONTROLLER)
+    return [naming.pod_name(sts, i) for i in range(profile.controller_replicas)]
+
+
+def rollout_settings(profile: Profile, slurm_files: dict[str, str]) -> str:
+    """settings.json: what to reconfigure (the Slurm ConfigMap's digest, as slurmctld must see it) and roll."""
     return json.dumps({"statefulsets": pool_statefulsets(profile), "maxUnavailable": profile.rollout.max_unavailable,
-                       "drainTimeout": profile.rollout.drain_timeout, "readyTimeout": READY_TIMEOUT},
+                       "drainTimeout": profile.rollout.drain_timeout, "readyTimeout": READY_TIMEOUT,
+                       "controllers": controller_pods(profile), "configDigest": rollout.files_digest(slurm_files),
+                       "reconfigureTimeout": RECONFIGURE_TIMEOUT},
                       indent=2, sort_keys=True) + "\n"
 
 
-def build_hooks_rollout(profile: Profile, pool_templates: list[Obj]) -> list[Obj]:
-    """ServiceAccount, Role, RoleBinding, ConfigMap and Job of the in-cluster rollout, in that order."""
+def build_hooks_rollout(profile: Profile, pool_templates: list[Obj], slurm_files: dict[str, str]) -> list[Obj]:
+    """ServiceAccount, Role, RoleBinding, ConfigMap and Job of the in-cluster reconfigure and rollout, in that
+    order. slurm_files: the data of the Slurm ConfigMap."""
     name = naming.component_name(profile.name, naming.ROLLOUT)
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(profile, name, naming.ROLLOUT),
           "automountServiceAccountToken": False}
@@ -153,12 +165,18 @@ def build_hooks_rollout(profile: Profile, pool_templates: list[Obj]) -> list[Obj
             "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
                        "resourceNames": pool_statefulsets(profile), "verbs": ["get"]},
                       {"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile),
-                       "verbs": ["get", "delete"]}]}
+                       "verbs": ["get", "delete"]},
+                      # The reconfigure: nudge the kubelet (an annotation) and read slurmctld's files (exec;
+                      # a WebSocket exec is a GET, authorized as create from Kubernetes 1.31).
+                      {"apiGroups": [""], "resources": ["pods"], "resourceNames": controller_pods(profile),
+                       "verbs": ["patch"]},
+                      {"apiGroups": [""], "resources": ["pods/exec"], "resourceNames": controller_pods(profile),
+                       "verbs": ["create", "get"]}]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": meta(profile, name, naming.ROLLOUT),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": profile.namespace}]}
-    data = {**rollout_programs(), "settings.json": rollout_settings(profile)}
+    data = {**rollout_programs(), "settings.json": rollout_settings(profile, slurm_files)}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.ROLLOUT),
                  "data": dict(sorted(data.items()))}
     return [sa, role, binding, configmap, build_job_rollout(profile, data, pool_templates)]
@@ -195,7 +213,7 @@ def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: li
             # A stopped rollout (jobs outlived drainTimeout) fails the sync and says why; retrying
             # would only wait again.
             "backoffLimit": 0,
-            "activeDeadlineSeconds": batches * (profile.rollout.drain_timeout + READY_TIMEOUT) + 600,
+            "activeDeadlineSeconds": batches * (profile.rollout.drain_timeout + READY_TIMEOUT) + RECONFIGURE_TIMEOUT + 600,
             "ttlSecondsAfterFinished": 7 * 24 * 3600,
             "template": {"metadata": {"labels": naming.object_labels(profile.name, naming.ROLLOUT)}, "spec": pod},
         },
