@@ -31,6 +31,8 @@ COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
 ACCOUNTS = "accounts"
 # The GitOps hook Job that replaces slurmd pods drain-first (render/rollout.py); its own label value too.
 ROLLOUT = "rollout"
+# The GitOps hook Job that refuses an unsupported Slurm release step before a sync (render/k8s/upgradecheck.py).
+UPGRADE_CHECK = "upgrade-check"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -48,6 +50,9 @@ ANNOTATION_MIN_REPLICAS = "slurmk8s.io/min-replicas"
 ANNOTATION_FIRST_NODE = "slurmk8s.io/first-node"  # Slurm node number of pod 0 of a per-leaf StatefulSet
 ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
 ANNOTATION_SLURM_VERSION = "slurmk8s.io/slurm-version"  # the Slurm release a workload runs (ordered upgrades)
+# On a GitOps hook object that must run before the sync (Argo CD PreSync, Helm pre-upgrade); others run after.
+ANNOTATION_HOOK = "slurmk8s.io/hook"
+HOOK_BEFORE_SYNC = "before-sync"
 LABEL_BUSY = "slurmk8s.io/busy"  # "true" on a slurmd pod while Slurm runs a job on it
 
 # Daemon per component, for app.kubernetes.io/name.
@@ -60,9 +65,10 @@ DAEMON = {
     RESTAPI: "slurmrestd",
     ACCOUNTS: "sacctmgr",
     ROLLOUT: "rollout",
+    UPGRADE_CHECK: "upgrade-check",
 }
 # The project's images (slurmk8s images build): one per daemon; the accounts Job runs in slurmctld's.
-IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT]}))
+IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT], DAEMON[UPGRADE_CHECK]}))
 
 
 def image_tag(slurm_version: str, os_name: str) -> str:
@@ -278,6 +284,11 @@ def object_labels(cluster: str, component: str | None = None, pool: str | None =
     if pool is not None:
         labels[LABEL_POOL] = pool
     return labels
+
+
+def upgrade_check_job(cluster: str, digest: str) -> str:
+    """The GitOps hook Job checking the Slurm release step; named by what it checks."""
+    return f"{cluster}-upgrade-check-{digest[:8]}"
 
 
 def rollout_job(cluster: str, digest: str) -> str:

@@ -6,6 +6,7 @@ the RELEASE_NOTES (see DESIGN.md's matrix). Versions are "YY.MM" strings.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 SUPPORTED = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05")
@@ -92,3 +93,15 @@ def upgrade_problem(live: str, target: str) -> str | None:
                 f"{window} releases back: upgrade to {via} first")
     return None
 
+
+
+def upgrade_refusal(live: Iterable[str], target: str) -> str | None:
+    """Why the releases running now (slurmdbd, slurmctld, slurmd) cannot all go to `target`, or None.
+
+    Both ends count: the newest must not go down, the oldest must not skip. This file is standard library
+    only: the GitOps upgrade check ships it (render/k8s/upgradecheck.py).
+    """
+    running = list(live)
+    if not running:
+        return None
+    return upgrade_problem(max(running, key=key), target) or upgrade_problem(min(running, key=key), target)

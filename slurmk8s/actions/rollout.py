@@ -53,14 +53,11 @@ def check_upgrade(kube, bundle, profile) -> dict[str, str]:
     """The live Slurm release per component; ProfileError (exit 2, one line) when the profile's release
     is a step Slurm does not support from any of them."""
     from slurmk8s.kube.rollout import live_slurm_versions
-    from slurmk8s.versions import key, upgrade_problem
+    from slurmk8s.versions import upgrade_refusal
     live = live_slurm_versions(kube, bundle)
-    if live:
-        oldest = min(live.values(), key=key)
-        newest = max(live.values(), key=key)
-        problem = upgrade_problem(newest, profile.version) or upgrade_problem(oldest, profile.version)
-        if problem:
-            raise ProfileError(profile.source, [FieldError(0, 0, "spec.slurm.version", problem)])
+    problem = upgrade_refusal(live.values(), profile.version)
+    if problem:
+        raise ProfileError(profile.source, [FieldError(0, 0, "spec.slurm.version", problem)])
     return live
 
 

@@ -35,8 +35,10 @@ COMPARE_OPTIONS = "ServerSideDiff=true"
 # Data stays when it leaves the tree or the Application is deleted: the Namespace (it holds the
 # Secrets and claims) and the PVCs, as `slurmk8s down` keeps them.
 ANNOTATION_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
-# The account tree's Job runs after every sync that reached a healthy cluster, replacing the last run.
+# The account tree's Job and the rollout run after every sync that reached a healthy cluster, replacing the
+# last run; the upgrade check (marked naming.HOOK_BEFORE_SYNC) runs before anything is synced.
 HOOK_ANNOTATIONS = {"argocd.argoproj.io/hook": "PostSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"}
+PRE_SYNC_HOOK_ANNOTATIONS = {**HOOK_ANNOTATIONS, "argocd.argoproj.io/hook": "PreSync"}
 KEEP_DATA = "Prune=false,Delete=false"
 KEPT_KINDS = ("Namespace", "PersistentVolumeClaim")
 # jq selecting .spec.replicas of StatefulSets whose annotations say min < max (elastic pools), for the ApplicationSet
@@ -73,9 +75,12 @@ def waved_objects(bundle: Bundle) -> list[dict]:
 
 
 def post_sync_hooks(bundle: Bundle) -> list[dict]:
-    """The bundle's hooks (the account tree's Job) as Argo CD PostSync hooks."""
+    """The bundle's hooks as Argo CD hooks: PostSync, or PreSync for those marked to run before the sync."""
+    def phase(h: dict) -> dict:
+        before = h["metadata"].get("annotations", {}).get(naming.ANNOTATION_HOOK) == naming.HOOK_BEFORE_SYNC
+        return PRE_SYNC_HOOK_ANNOTATIONS if before else HOOK_ANNOTATIONS
     return [{**h, "metadata": {**h["metadata"], "annotations": dict(sorted(
-        {**h["metadata"].get("annotations", {}), **HOOK_ANNOTATIONS}.items()))}} for h in bundle.hooks]
+        {**h["metadata"].get("annotations", {}), **phase(h)}.items()))}} for h in bundle.hooks]
 
 
 def elastic_statefulsets(objects: list[dict] | tuple[dict, ...]) -> list[str]:

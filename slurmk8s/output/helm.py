@@ -42,6 +42,7 @@ ANNOTATION_RESOURCE_POLICY = "helm.sh/resource-policy"
 KEPT_KINDS = ("PersistentVolumeClaim", "Secret")
 # The account tree's Job runs after every install and upgrade, replacing the last run.
 HOOK_ANNOTATIONS = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+PRE_HOOK_ANNOTATIONS = {**HOOK_ANNOTATIONS, "helm.sh/hook": "pre-install,pre-upgrade"}  # marked naming.HOOK_BEFORE_SYNC
 _SENTINEL_BASE = "__helm_value"
 # Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
 _NODE_COMPONENTS = (naming.WORKER,)
@@ -228,8 +229,9 @@ def helm_tree(bundle: Bundle) -> dict[str, str]:
         placed = _in_release_namespace(obj, bundle, templater)
         tree["templates/" + object_filename(obj).removeprefix("manifests/")] = templater.text(_template_object(placed, templater))
     for hook in bundle.hooks:
+        before = hook["metadata"].get("annotations", {}).get(naming.ANNOTATION_HOOK) == naming.HOOK_BEFORE_SYNC
         hooked = {**hook, "metadata": {**hook["metadata"], "annotations": dict(sorted(
-            {**hook["metadata"].get("annotations", {}), **HOOK_ANNOTATIONS}.items()))}}
+            {**hook["metadata"].get("annotations", {}), **(PRE_HOOK_ANNOTATIONS if before else HOOK_ANNOTATIONS)}.items()))}}
         tree["templates/" + object_filename(hook).removeprefix("manifests/")] = \
             templater.text(_in_release_namespace(hooked, bundle, templater))
     values = chart_values(bundle)

@@ -10,7 +10,7 @@ from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
-    restapi, security, sidebyside, volumes, workers,
+    restapi, security, sidebyside, upgradecheck, volumes, workers,
 )
 from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
@@ -141,6 +141,8 @@ def render(profile: Profile) -> Bundle:
                for o in objects]
     hooks = [security.with_scan_annotations(podextras.with_pod_settings(profile, accounts.build_job_accounts(profile, slurm_hash)))] \
         if manages_accounts(profile) else []
+    hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
+              for h in upgradecheck.build_hooks_upgrade_check(profile)]
     if profile.pools:
         templates = [o["spec"]["template"] for o in objects if o["kind"] == "StatefulSet"
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]

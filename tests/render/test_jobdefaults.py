@@ -123,7 +123,7 @@ def test_pod_settings_reach_every_workload_and_leave_our_labels_alone() -> None:
     workloads = [o for o in b.objects + b.hooks if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet", "Job")]
     assert {o["metadata"]["name"] for o in workloads} >= {"research-controller", "research-mariadb", "research-h100",
                                                           "research-login", "research-restapi"}
-    assert [o["kind"] for o in b.hooks if o["kind"] == "Job"] == ["Job", "Job"]  # the account tree's and the rollout's
+    assert [o["kind"] for o in b.hooks if o["kind"] == "Job"] == ["Job"] * 3  # the upgrade check, the account tree, the rollout
     for o in workloads:
         template = o["spec"]["template"]
         assert template["spec"]["imagePullSecrets"] == [{"name": "regcred"}], o["metadata"]["name"]

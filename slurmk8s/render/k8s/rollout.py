@@ -124,9 +124,10 @@ def busy_program() -> str:
 
 @lru_cache(maxsize=1)
 def rollout_programs() -> dict[str, str]:
-    """The hook's two files: its runner and the shared driver (this package's render/rollout.py)."""
+    """The hook's files: its runner, its API client and the shared driver (this package's render/rollout.py)."""
     base = resources.files("slurmk8s.render")
-    return {"rollout.py": base.joinpath("scripts/rollout.py").read_text("utf-8"),
+    return {"kubeapi.py": base.joinpath("scripts/kubeapi.py").read_text("utf-8"),
+            "rollout.py": base.joinpath("scripts/rollout.py").read_text("utf-8"),
             "rollout_core.py": base.joinpath("rollout.py").read_text("utf-8")}
 
 

@@ -86,6 +86,11 @@ ACCEPTED: dict[str, dict[str, str]] = {
         "CKV_K8S_40": _UID_SLURM,
         "CKV_K8S_43": _DIGEST,
     },
+    naming.UPGRADE_CHECK: {
+        "CKV_K8S_15": _PULL,
+        "CKV_K8S_40": _UID_SLURM,
+        "CKV_K8S_43": _DIGEST,
+    },
     naming.RESTAPI: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": _ROOTFS,
@@ -103,7 +108,8 @@ ACCEPTED_WITH_MUNGE: dict[str, str] = {
 # Extra findings of pods that call the API: slurmctld (power saving, busy marks) and the rollout Job.
 ACCEPTED_WITH_TOKEN: dict[str, str] = {
     "CKV_K8S_38": "the pod calls the API with a Role limited to named objects: the pool StatefulSets' scale "
-                  "(power saving), pool pod labels (busy marks), get/delete of pool pods (the rollout Job)",
+                  "(power saving), pool pod labels (busy marks), get/delete of pool pods (the rollout Job), "
+                  "get of the Slurm StatefulSets (the upgrade check)",
 }
 
 
