@@ -6,6 +6,7 @@ Its own kind cluster (slurmk8s-reconfig), removed afterwards. `python -m pytest 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -130,3 +131,67 @@ def test_cordoning_a_kubernetes_node_drains_its_slurm_node_without_killing_the_j
                HEALTH_CHECK_INTERVAL + 45, "cpu-0 to resume after the uncordon")
     assert sinfo_node(cluster, "cpu-0")[0].split("+")[0] in ("allocated", "mixed", "idle", "completing")
     assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=300) == "COMPLETED"
+
+
+# --- the GitOps hooks, run as Argo CD would: their rendered objects applied, their Job waited for ---------
+
+def apply_hooks(cluster: Cluster, hooks: list[dict]) -> str:
+    """kubectl apply the hook objects; the Job's name."""
+    cluster.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(h) for h in hooks))
+    return next(h["metadata"]["name"] for h in hooks if h["kind"] == "Job")
+
+
+def job_outcome(cluster: Cluster, job: str, timeout: float) -> str:
+    """'succeeded' or 'failed', once the Job has finished."""
+    def finished() -> str | None:
+        status = yaml.safe_load(cluster.kubectl("-n", NAMESPACE, "get", "job", job, "-o", "yaml").stdout)["status"]
+        return "succeeded" if status.get("succeeded") else "failed" if status.get("failed") else None
+    return wait_until(finished, timeout, f"job {job} to finish", interval=3)
+
+
+def job_pod_message(cluster: Cluster, job: str) -> str:
+    """The termination message of the Job's pod (what Argo CD shows for a failed hook)."""
+    return cluster.jsonpath("-n", NAMESPACE, "get", "pods", "-l", f"job-name={job}",
+                            path="{.items[0].status.containerStatuses[0].state.terminated.message}")
+
+
+def component_hooks(profile: Path, component: str) -> list[dict]:
+    """The rendered hook objects of one component (rollout, upgrade-check), in their apply order."""
+    from slurmk8s.actions.render import render_file
+    return [h for h in render_file(str(profile)).hooks
+            if h["metadata"]["labels"].get("app.kubernetes.io/component") == component]
+
+
+def test_the_post_sync_hook_reconfigures_slurmctld_after_a_config_only_sync(dev, tmp_path: Path) -> None:
+    cluster, profile = dev
+    before = pod_uids(cluster)
+    edited = tmp_path / "kind-dev.yaml"
+    data = yaml.safe_load(profile.read_text())
+    data["spec"]["partitions"][0]["maxTime"] = "03:00:00"
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    # What a GitOps sync does: apply, nothing more (no scontrol reconfigure).
+    cluster.slurmk8s("up", str(edited), "--no-wait")
+    assert "MaxTime=03:00:00" not in login(cluster, "scontrol", "-o", "show", "partition", "debug")
+    job = apply_hooks(cluster, component_hooks(edited, "rollout"))
+    assert job_outcome(cluster, job, 420) == "succeeded"
+    assert "MaxTime=03:00:00" in login(cluster, "scontrol", "-o", "show", "partition", "debug")
+    logs = cluster.kubectl("-n", NAMESPACE, "logs", f"job/{job}", "-c", "rollout").stdout
+    assert "reconfigured in place" in logs, logs
+    assert {k: v for k, v in pod_uids(cluster).items() if not k.startswith("dev-rollout-")} == before
+
+
+def test_the_pre_sync_hook_refuses_a_downgrade_and_passes_the_running_release(dev, tmp_path: Path) -> None:
+    cluster, profile = dev
+    hooks = component_hooks(profile, "upgrade-check")
+    job = apply_hooks(cluster, hooks)
+    assert job_outcome(cluster, job, 300) == "succeeded"
+    # The same Job, told to go to 25.11 (no 25.11 image is needed: the check runs in the image it has).
+    configmap = next(h for h in hooks if h["kind"] == "ConfigMap")
+    settings = json.loads(configmap["data"]["settings.json"])
+    configmap["data"]["settings.json"] = json.dumps({**settings, "target": "25.11"})
+    refused = next(h for h in hooks if h["kind"] == "Job")
+    refused["metadata"]["name"] = f"{job}-downgrade"
+    apply_hooks(cluster, hooks)
+    assert job_outcome(cluster, refused["metadata"]["name"], 300) == "failed"
+    assert job_pod_message(cluster, refused["metadata"]["name"]) == (
+        "spec.slurm.version: Slurm 26.05 -> 25.11 is a downgrade, which Slurm does not support; nothing was synced")
