@@ -32,7 +32,7 @@ def roll_pools(kube, bundle, profile, run_exec: ExecFn, *, pool: str | None = No
     """Replace every stale slurmd pod (of one pool, or all), drain first; ClusterError when it stops."""
     from slurmk8s.kube import rollout as live
     from slurmk8s.render.rollout import Effects, RolloutStopped, run_rollout
-    effects = Effects(statefulsets=lambda: live.pool_statefulsets(kube, bundle),
+    effects = Effects(statefulsets=lambda: live.pool_workloads(kube, bundle),
                       pods=lambda: live.worker_pods(kube, bundle),
                       delete_pod=lambda name: live.delete_pod(kube, bundle.namespace, name),
                       slurm=run_exec, clock=clock, sleep=sleep, say=say)
@@ -46,7 +46,7 @@ def waiting_pods(kube, bundle) -> int:
     """How many slurmd pods wait for a rollout."""
     from slurmk8s.kube import rollout as live
     from slurmk8s.render.rollout import pods_waiting
-    return pods_waiting(live.pool_statefulsets(kube, bundle), live.worker_pods(kube, bundle))
+    return pods_waiting(live.pool_workloads(kube, bundle), live.worker_pods(kube, bundle))
 
 
 def check_upgrade(kube, bundle, profile) -> dict[str, str]:

@@ -20,6 +20,15 @@ def pool_statefulsets(kube: Kube, bundle: Bundle) -> list[Obj]:
     return sorted(listing.items(), key=lambda s: s["metadata"]["name"])
 
 
+def pool_workloads(kube: Kube, bundle: Bundle) -> list[Obj]:
+    """The live slurmd StatefulSets, then the side-by-side slurmd DaemonSets, of the cluster (what a rollout replaces
+    pods of)."""
+    selector = f"{owned_selector(bundle.cluster)},{naming.LABEL_COMPONENT}={naming.WORKER}"
+    listing = kube.request("GET", builtin("apps/v1", "DaemonSet").collection(bundle.namespace),
+                           what="list daemonsets", query=[("labelSelector", selector)])
+    return pool_statefulsets(kube, bundle) + sorted(listing.items(), key=lambda d: d["metadata"]["name"])
+
+
 def worker_pods(kube: Kube, bundle: Bundle) -> list[Obj]:
     """The live slurmd pods of the cluster."""
     return list_pods(kube, bundle, component=naming.WORKER)

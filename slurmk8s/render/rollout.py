@@ -1,6 +1,7 @@
 """Drain-before-replace rollouts of slurmd pods: the plan and the one driver both runners share.
 
-Pool StatefulSets use `updateStrategy: OnDelete`, so a changed pod template replaces no pod by itself.
+Pool StatefulSets and side-by-side DaemonSets use `updateStrategy: OnDelete`, so a changed pod template
+replaces no pod by itself.
 A rollout finds the pods whose `controller-revision-hash` differs from their StatefulSet's
 updateRevision and, a batch of spec.rollout.maxUnavailable at a time: drains their Slurm nodes, waits
 (at most drainTimeout) until no job runs on them, deletes the pods, waits for the new pods Ready and
@@ -24,6 +25,11 @@ from typing import Any, Callable
 
 REVISION_LABEL = "controller-revision-hash"
 POOL_LABEL = "slurmk8s.io/pool"
+SHAPE_LABEL = "slurmk8s.io/shape"  # a side-by-side DaemonSet's (naming.LABEL_SHAPE)
+# A DaemonSet's template generation, and the one each of its pods was made from (the DaemonSet controller's own
+# test of an updated pod; a DaemonSet status has no updateRevision).
+DS_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+DS_GENERATION_LABEL = "pod-template-generation"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 FIRST_NODE_ANNOTATION = "slurmk8s.io/first-node"
 WORKER = "worker"
@@ -46,12 +52,14 @@ class RolloutStopped(Exception):
 
 @dataclass(frozen=True)
 class Replacement:
-    """One pod to replace and the Slurm node it runs."""
+    """One pod to replace and the Slurm node it runs; `statefulset` names its workload (a pool's StatefulSet,
+    or a side-by-side DaemonSet when daemonset is set: its Slurm node is the Kubernetes node's name)."""
 
     statefulset: str
     pod: str
     node: str
     pool: str
+    daemonset: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,38 @@ def is_pool_statefulset(sts: Obj) -> bool:
     return labels.get(COMPONENT_LABEL) == WORKER and POOL_LABEL in labels
 
 
+def is_shared_daemonset(ds: Obj) -> bool:
+    """A side-by-side slurmd DaemonSet (one per shape)."""
+    labels = ds["metadata"].get("labels") or {}
+    return labels.get(COMPONENT_LABEL) == WORKER and SHAPE_LABEL in labels
+
+
+def owned_by(pod: Obj, workload: Obj) -> bool:
+    return any(ref.get("name") == workload["metadata"]["name"] and ref.get("kind") == "DaemonSet"
+               for ref in pod["metadata"].get("ownerReferences") or [])
+
+
+def _on_delete(workload: Obj) -> bool:
+    return ((workload.get("spec") or {}).get("updateStrategy") or {}).get("type") == ON_DELETE
+
+
+def stale_shared_pods(daemonsets: list[Obj], pods: list[Obj]) -> list[Replacement]:
+    """Pods of OnDelete side-by-side DaemonSets not on their template generation, by DaemonSet then node."""
+    out = []
+    for ds in sorted(daemonsets, key=lambda d: d["metadata"]["name"]):
+        generation = (ds["metadata"].get("annotations") or {}).get(DS_GENERATION_ANNOTATION)
+        if not is_shared_daemonset(ds) or not _on_delete(ds) or not generation:
+            continue
+        members = sorted((p for p in pods if owned_by(p, ds) and not p["metadata"].get("deletionTimestamp")),
+                         key=lambda p: (p.get("spec") or {}).get("nodeName", ""))
+        for pod in members:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and (pod["metadata"].get("labels") or {}).get(DS_GENERATION_LABEL) != generation:
+                out.append(Replacement(ds["metadata"]["name"], pod["metadata"]["name"], node,
+                                       ds["metadata"]["labels"][SHAPE_LABEL], daemonset=True))
+    return out
+
+
 def ordinal_of(statefulset: str, pod_name: str) -> int | None:
     """The ordinal of a pod of that StatefulSet, None for any other pod."""
     rest = pod_name[len(statefulset) + 1:] if pod_name.startswith(statefulset + "-") else ""
@@ -84,7 +124,14 @@ def node_of(sts: Obj, ordinal: int) -> str:
 
 
 def stale_pods(statefulsets: list[Obj], pods: list[Obj], pool: str | None = None) -> list[Replacement]:
-    """Pods of OnDelete pool StatefulSets not on their updateRevision, by StatefulSet then ordinal."""
+    """Pods of OnDelete pool StatefulSets not on their updateRevision, by StatefulSet then ordinal; then,
+    unless one pool is asked for, those of the side-by-side DaemonSets among the workloads."""
+    out = [] if pool else stale_shared_pods([w for w in statefulsets if is_shared_daemonset(w)], pods)
+    out = _stale_pool_pods(statefulsets, pods, pool) + out
+    return out
+
+
+def _stale_pool_pods(statefulsets: list[Obj], pods: list[Obj], pool: str | None) -> list[Replacement]:
     out = []
     for sts in sorted(statefulsets, key=lambda s: s["metadata"]["name"]):
         labels = sts["metadata"].get("labels") or {}
@@ -234,11 +281,28 @@ def _wait_replaced(effects: Effects, settings: Settings, batch: list[Replacement
         effects.sleep(settings.interval)
 
 
+def _shared_not_back(r: Replacement, ds: Obj, pods: list[Obj]) -> str | None:
+    """Why a side-by-side node's new pod is not back yet (the DaemonSet makes it anew, under another name)."""
+    generation = (ds["metadata"].get("annotations") or {}).get(DS_GENERATION_ANNOTATION)
+    mine = [p for p in pods if owned_by(p, ds) and (p.get("spec") or {}).get("nodeName") == r.node
+            and not p["metadata"].get("deletionTimestamp") and p["metadata"]["name"] != r.pod]
+    if not mine:
+        return f"no new pod of {r.statefulset} on {r.node} yet"
+    if (mine[0]["metadata"].get("labels") or {}).get(DS_GENERATION_LABEL) != generation:
+        return f"{mine[0]['metadata']['name']} still on its old template"
+    return None if pod_ready(mine[0]) else f"{mine[0]['metadata']['name']} not Ready"
+
+
 def _not_back(effects: Effects, batch: list[Replacement]) -> list[str]:
     by_name = {s["metadata"]["name"]: s for s in effects.statefulsets()}
-    pods = {p["metadata"]["name"]: p for p in effects.pods()}
+    listed = effects.pods()
+    pods = {p["metadata"]["name"]: p for p in listed}
     out = []
     for r in batch:
+        if r.daemonset:
+            why = _shared_not_back(r, by_name[r.statefulset], listed) if r.statefulset in by_name else None
+            out += [why] if why else []
+            continue
         pod, sts = pods.get(r.pod), by_name.get(r.statefulset)
         if sts is None:
             continue  # the pool went away: nothing to wait for
@@ -255,7 +319,7 @@ def _not_back(effects: Effects, batch: list[Replacement]) -> list[str]:
         return out
     states = parse_node_states(effects.slurm(node_states_command([r.node for r in batch])))
     return [f"node {r.node} not registered ({states.get(r.node, ('not listed', ''))[0]})" for r in batch
-            if r.pod in pods and not registered(states.get(r.node, ("", ""))[0])]
+            if (r.daemonset or r.pod in pods) and not registered(states.get(r.node, ("", ""))[0])]
 
 
 def pods_waiting(statefulsets: list[Obj], pods: list[Obj]) -> int:

@@ -43,11 +43,14 @@ def test_every_object_is_server_side_applied_with_our_field_manager(stub, up):
     assert {r.q("fieldManager") for r in patches} == {"slurmk8s"}
     assert {r.q("force") for r in patches} == {None}
     assert not stub.calls("PUT")
-    # every namespaced object goes to the profile's namespace, and the body says so too
+    # every namespaced object goes to the profile's namespace, and the body says so too; the cluster-scoped
+    # ones (the Namespace, the cordon check's node reader) to no namespace
     for r in patches:
-        if r.body["kind"] != "Namespace":
+        if r.body["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert r.path.split("/namespaces/")[1].startswith("slurm/"), r.path
             assert r.body["metadata"]["namespace"] == "slurm"
+        else:
+            assert "/namespaces/slurm/" not in r.path and "namespace" not in r.body["metadata"], r.path
     assert stub.requests[0].authorization == "Bearer stub-token"
 
 

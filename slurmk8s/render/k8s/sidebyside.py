@@ -92,7 +92,8 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "metadata": meta(profile, name, naming.WORKER),
         "spec": {
             "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            # A changed template replaces no pod by itself: `slurmk8s rollout` (and `up`) drains each node first.
+            "updateStrategy": {"type": "OnDelete"},
             "template": {"metadata": template_meta, "spec": pod},
         },
     }
