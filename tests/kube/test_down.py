@@ -44,6 +44,9 @@ def test_down_removes_workloads_and_keeps_claims_secrets_and_namespace(running, 
     plan, out = down(kubeconfig)
     paths = deleted_paths(running)
     assert len(paths) == object_count(KIND_DEV) - 1  # every applied object but the Namespace
+    # the cluster-scoped ones too (the cordon check's node reader)
+    assert {"/apis/rbac.authorization.k8s.io/v1/clusterroles/slurmk8s-slurm-dev-nodes",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/slurmk8s-slurm-dev-nodes"} <= set(paths)
     assert not [p for p in paths if "/secrets/" in p or "/persistentvolumeclaims/" in p]
     assert "/api/v1/namespaces/slurm" not in paths
     assert running.names(f"{NS}/secrets") == ["dev-auth-key", "dev-db-password", "dev-ssh-host-keys"]
