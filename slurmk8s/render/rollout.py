@@ -126,9 +126,8 @@ def node_of(sts: Obj, ordinal: int) -> str:
 def stale_pods(statefulsets: list[Obj], pods: list[Obj], pool: str | None = None) -> list[Replacement]:
     """Pods of OnDelete pool StatefulSets not on their updateRevision, by StatefulSet then ordinal; then,
     unless one pool is asked for, those of the side-by-side DaemonSets among the workloads."""
-    out = [] if pool else stale_shared_pods([w for w in statefulsets if is_shared_daemonset(w)], pods)
-    out = _stale_pool_pods(statefulsets, pods, pool) + out
-    return out
+    shared = [] if pool else stale_shared_pods([w for w in statefulsets if is_shared_daemonset(w)], pods)
+    return _stale_pool_pods(statefulsets, pods, pool) + shared
 
 
 def _stale_pool_pods(statefulsets: list[Obj], pods: list[Obj], pool: str | None) -> list[Replacement]:
