@@ -146,7 +146,10 @@ def job_outcome(cluster: Cluster, job: str, timeout: float) -> str:
     def finished() -> str | None:
         status = yaml.safe_load(cluster.kubectl("-n", NAMESPACE, "get", "job", job, "-o", "yaml").stdout)["status"]
         return "succeeded" if status.get("succeeded") else "failed" if status.get("failed") else None
-    return wait_until(finished, timeout, f"job {job} to finish", interval=3)
+    outcome = wait_until(finished, timeout, f"job {job} to finish", interval=3)
+    # its pod's log in the test's output (what a failed sync shows)
+    cluster.kubectl("-n", NAMESPACE, "logs", f"job/{job}", "--all-containers", check=False)
+    return outcome
 
 
 def job_pod_message(cluster: Cluster, job: str) -> str:
