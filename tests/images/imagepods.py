@@ -129,6 +129,16 @@ def volume_args(bundle, obj: dict, host_dir: Path, material: dict[str, dict[str,
                         if "configMap" in volume else material[source["secretName"]])
                 _write_files(where, data, source.get("items"), source.get("defaultMode", 0o644))
                 args += ["-v", f"{where}:{path}:ro"]
+            elif "projected" in volume:
+                # a ServiceAccount token and the cluster CA: no API here, so stand-ins with the volume's mode
+                files = {}
+                for source in volume["projected"]["sources"]:
+                    if "serviceAccountToken" in source:
+                        files[source["serviceAccountToken"]["path"]] = b"stand-in token"
+                    for item in (source.get("configMap") or {}).get("items", []):
+                        files[item["path"]] = b"stand-in certificate"
+                _write_files(where, files, None, volume["projected"].get("defaultMode", 0o644))
+                args += ["-v", f"{where}:{path}:ro"]
             elif "persistentVolumeClaim" in volume or name in claims:
                 uid, gid, mode = (owners or {}).get(name, (0, 0, 0o755))
                 where.mkdir(parents=True, exist_ok=True)
