@@ -89,6 +89,8 @@ def test_the_hook_may_do_exactly_what_a_rollout_needs() -> None:
     assert pod["serviceAccountName"] == sa["metadata"]["name"] and pod["automountServiceAccountToken"] is True
     assert pod["containers"][0]["command"] == ["python3", "/etc/slurmk8s/rollout/rollout.py"]
     assert pod["containers"][0]["securityContext"]["runAsUser"] == naming.SLURM_UID
+    # auth/slurm: scontrol signs with the key only when told (there is no sackd in the Job; found on kind)
+    assert pod["containers"][0]["env"] == [{"name": "SLURM_SACK_KEY", "value": "/etc/slurm/slurm.key"}]
     # the driver shipped is the very module `slurmk8s rollout` runs
     assert configmap["data"]["rollout_core.py"] == Path(core.__file__).read_text()
     # the digest slurmctld's files must have before the hook reconfigures: the Slurm ConfigMap's, as `up` computes it
