@@ -46,7 +46,7 @@ def apply_accounts(profile: Profile, run: RunFn, delete: bool = False,
 
 
 def run_from_exec(exec_fn: Callable[[list[str]], str]) -> RunFn:
-    """A RunFn over an exec that returns stdout and raises ClusterError on failure (kube.execpod)."""
+    """A RunFn over an exec that returns stdout and raises ClusterError on failure (a cluster's `slurm`)."""
     def run(argv: list[str]) -> tuple[int, str, str]:
         try:
             return 0, exec_fn(argv), ""

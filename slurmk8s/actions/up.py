@@ -24,11 +24,6 @@ class UpOptions:
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
 
 
-def controller_pod(cluster: str) -> str:
-    """The primary slurmctld pod, where `sinfo`/`scontrol` run."""
-    return naming.pod_name(naming.component_name(cluster, naming.CONTROLLER), 0)
-
-
 def header(bundle, cluster: Cluster) -> str:
     """Which cluster, namespace, kubeconfig context and API server a command acts on."""
     return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
