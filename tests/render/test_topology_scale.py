@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -80,6 +81,16 @@ def test_scale_up_fills_leaves_in_node_order(profile, bundle):
     assert scale_pool(profile, bundle, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
     assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"]]
+
+
+def test_scale_takes_the_pool_from_the_profile_not_from_annotations_render_wrote(profile, bundle):
+    """The rendered StatefulSets' range annotations are for reviewers and the lab; scale keeps the model."""
+    bare = dataclasses.replace(bundle, objects=tuple(
+        {**o, "metadata": {**o["metadata"], "annotations": {}}} if o["kind"] == "StatefulSet" else o
+        for o in bundle.objects))
+    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
+    assert scale_pool(profile, bare, "cpu", 5, cluster, log=lambda line: None) == 3
+    assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
 
 
 def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_after(profile, bundle):
