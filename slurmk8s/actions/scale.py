@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from slurmk8s import naming
 from slurmk8s.actions.cluster import PoolCluster
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.model import Profile
