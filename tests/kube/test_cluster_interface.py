@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPU_IB
+from conftest import GPU_IB, KIND_DEV
 
 from slurmk8s.actions.accounts import run_accounts_apply
 from slurmk8s.actions.cluster import Cluster, PoolCluster, connect
@@ -63,3 +63,42 @@ def test_an_action_runs_against_a_fake_cluster_without_any_api():
     assert done == cluster.db.commands and done
     assert lines[0] == "cluster research in namespace hpc (fake context, https://fake:6443)"
     assert set(cluster.asked) == {"research"}  # every command went to the profile's own controller
+
+
+class PoolOnly:
+    """A PoolCluster of replicas; Slurm says every node is idle."""
+
+    def __init__(self, replicas: dict[str, int]):
+        self.replicas = replicas
+
+    def get_replicas(self, bundle, statefulset: str) -> int:
+        return self.replicas[statefulset]
+
+    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
+        self.replicas[statefulset] = replicas
+
+    def live_replicas(self, bundle, statefulset: str) -> int | None:
+        return self.replicas.get(statefulset)
+
+    def slurm(self, bundle, argv: list[str]) -> str:
+        return "".join(f"{n} idle\n" for n in argv[4].split(",")) if argv[:2] == ["sinfo", "-h"] else ""
+
+
+def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
+    """The model read and rendered at the start is the one every later step uses (no second load, no re-parse)."""
+    import slurmk8s.profile.files
+    import slurmk8s.render
+    from slurmk8s.actions.scale import run_scale
+
+    calls: list[str] = []
+    read, render = slurmk8s.profile.files.read_profile, slurmk8s.render.render
+    monkeypatch.setattr(slurmk8s.profile.files, "read_profile", lambda path: calls.append("read") or read(path))
+    monkeypatch.setattr(slurmk8s.render, "render", lambda profile: calls.append("render") or render(profile))
+    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
+    assert "cluster dev is ready" in lines, lines[-3:]  # every step ran, the wait and the accounts included
+    assert calls == ["read", "render"]
+    calls.clear()
+    assert isinstance(PoolOnly({}), PoolCluster)
+    cluster = PoolOnly({"dev-cpu": 1})
+    assert run_scale(KIND_DEV, "cpu", 2, cluster, echo=lambda line: None) == 1
+    assert calls == ["read", "render"] and cluster.replicas == {"dev-cpu": 2}
