@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.accounts import manages_accounts
+from slurmk8s.render.k8s.accounts import manages_accounts
 from slurmk8s.render.k8s.common import Obj, meta
 
 SLURM_COMPONENTS = (naming.CONTROLLER, naming.ACCOUNTING, naming.WORKER, naming.LOGIN, naming.RESTAPI)
