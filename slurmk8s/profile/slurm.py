@@ -101,8 +101,7 @@ def check_slurm(profile: Profile, spec: dict) -> list[Problem]:
                     "choose a range outside them, such as 60001-63000", False))
     images = slurm.get("images", {})
     custom = "tag" in images or images.get("registry", DEFAULT_IMAGE_REGISTRY) != DEFAULT_IMAGE_REGISTRY
-    components = ("controller", "worker", "accounting", "login", "restapi")
-    if not custom and not all(c in images for c in components):
+    if not custom and not all(c in images for c in naming.SLURM_COMPONENTS):
         if profile.auth == "munge":
             out.append((("spec", "slurm", "auth"), "SlinkyProject's images carry no munged: with auth 'munge' set "
                         "spec.slurm.images (registry/tag or per component) to images that do, such as those of "
