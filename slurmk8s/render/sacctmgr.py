@@ -5,7 +5,7 @@ One applier for every path: `slurmk8s up` and `slurmk8s accounts apply` run it i
 hook, Helm post-install/post-upgrade hook) runs this very source with `python3` in the controller
 image, followed by render/scripts/accounts_job.py (which runs sacctmgr). So this module is pure (the
 caller's `run` does every sacctmgr call), standard library only, and imports nothing of slurmk8s
-(tests/render/test_accounts_job.py checks); slurmk8s.render.k8s.accounts builds the desired tree from a profile.
+(tests/render/test_accounts_job.py checks); slurmk8s.render.accounts builds the desired tree from a profile.
 Reference: https://slurm.schedmd.com/sacctmgr.html
 """
 
