@@ -33,7 +33,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     # StateSaveLocation a "SEVERE SECURITY VULNERABILITY" (found on kind).
     script = [f"chown slurm:slurm {STATE_SAVE} {RUN_DIR}", f"chmod 0700 {STATE_SAVE}"] + jwt_script
     slurmctld = {
-        "name": "slurmctld",
+        "name": naming.DAEMON[naming.CONTROLLER],  # the container kube/execpod.py runs commands in
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["slurmctld", "-D"],
