@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 import yaml
@@ -82,9 +83,135 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+class _NotSimple(Exception):
+    """The document holds something the direct writer leaves to PyYAML."""
+
+
+_WIDTH = 120  # libyaml folds a plain or single-quoted scalar at a space past this column
+_MAX_SIMPLE_KEY = 128  # longer keys are written as complex keys (`? `)
+# One line of printable ASCII, no space at either end nor two in a row: libyaml writes it plain, or
+# single-quoted (quotes doubled), folded at single spaces past _WIDTH. Anything else (multi-line
+# text, tabs, non-ASCII, double quotes, backslashes) goes through PyYAML.
+_ONE_LINE = re.compile(r"[!#-\[\]-~](?: ?[!#-\[\]-~])*\Z").match
+# Where libyaml refuses a plain scalar in block context: an indicator first (`-`, `?` and `:` only
+# before a space or the end), `: ` or a final `:`, ` #`, or a document marker at the start.
+_NOT_PLAIN = re.compile(r"[#,\[\]{}&*!|>'\"%@`]|[-?:](?: |\Z)|---|\.\.\.|.*(?::(?: |\Z)| #)").match
+_PLAIN_RESOLVER = yaml.resolver.Resolver()
+
+
+def _fold(text: str, column: int, indent: int) -> str:
+    """text written from `column`: a single space where the column is past _WIDTH starts a new line at indent."""
+    if column + len(text) <= _WIDTH or " " not in text:
+        return text
+    parts = text.split(" ")
+    out = [parts[0]]
+    column += len(parts[0])
+    for part in parts[1:]:
+        if column > _WIDTH:
+            out.append(f"\n{' ' * indent}{part}")
+            column = indent + len(part)
+        else:
+            out.append(f" {part}")
+            column += 1 + len(part)
+    return "".join(out)
+
+
+_LITERAL_TEXT = re.compile(r"[!-~][ -~]*(?:\n[ -~]*)*\Z").match
+
+
+def _literal(text: str, indent: int) -> str:
+    """Multi-line text as libyaml's literal block (`|` keeping one final newline, `|-` none), lines at
+    indent; _NotSimple where libyaml adds an indentation or `+` indicator or refuses the block style."""
+    if not _LITERAL_TEXT(text) or " \n" in text or text.endswith((" ", "\n\n")):
+        raise _NotSimple
+    keep = text.endswith("\n")
+    pad = " " * indent
+    body = "\n".join(f"{pad}{line}" if line else "" for line in (text[:-1] if keep else text).split("\n"))
+    return f"{'|' if keep else '|-'}\n{body}"
+
+
+def _scalar(value: Any, column: int, indent: int, key: bool = False) -> str:
+    """A scalar as libyaml writes it in block style, starting at `column`, folded lines at `indent`
+    (keys never fold); _NotSimple when PyYAML has to write it."""
+    kind = type(value)
+    if kind is str:
+        if not _ONE_LINE(value):
+            if value == "":
+                return "''"
+            if "\n" in value and not key:
+                return _literal(value, indent)
+            raise _NotSimple
+        if not _NOT_PLAIN(value):
+            tag = _PLAIN_TAGS.get(value)
+            if tag is None:
+                tag = _PLAIN_TAGS[value] = _PLAIN_RESOLVER.resolve(ScalarNode, value, (True, False))
+            if tag == _STR:
+                return value if key else _fold(value, column, indent)
+        quoted = value.replace("'", "''")
+        if key:
+            return f"'{quoted}'"
+        return f"'{_fold(quoted, column + 1, indent)}'"
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if kind is dict and not value:
+        return "{}"
+    if kind is list and not value:
+        return "[]"
+    raise _NotSimple
+
+
+def _write_mapping(data: dict, first: str, indent: int, out: list[str]) -> None:
+    """Block mapping: the first key after `first` (e.g. a sequence's "- "), the others at indent."""
+    prefix = first
+    for key, value in data.items():
+        key_text = _scalar(key, len(prefix), indent, key=True)
+        if type(key) is not str or len(key_text) > _MAX_SIMPLE_KEY:
+            raise _NotSimple
+        kind = type(value)
+        if kind is dict and value:
+            out.append(f"{prefix}{key_text}:\n")
+            _write_mapping(value, " " * (indent + 2), indent + 2, out)
+        elif kind is list and value:
+            out.append(f"{prefix}{key_text}:\n")
+            _write_sequence(value, " " * indent, indent, out)  # libyaml does not indent a sequence in a mapping
+        else:
+            out.append(f"{prefix}{key_text}: {_scalar(value, len(prefix) + len(key_text) + 2, indent + 2)}\n")
+        prefix = " " * indent
+
+
+def _write_sequence(items: list, first: str, indent: int, out: list[str]) -> None:
+    prefix = first
+    for item in items:
+        kind = type(item)
+        if kind is dict and item:
+            _write_mapping(item, f"{prefix}- ", indent + 2, out)
+        elif kind is list and item:
+            _write_sequence(item, f"{prefix}- ", indent + 2, out)
+        else:
+            out.append(f"{prefix}- {_scalar(item, len(prefix) + 2, indent + 2)}\n")
+        prefix = " " * indent
+
+
+def _dump_pyyaml(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=_WIDTH, allow_unicode=True)
+
+
 def dump(obj: Any) -> str:
-    """One YAML document."""
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+    """One YAML document. A mapping of plain words, numbers and nested blocks (most manifests, and every
+    per-node list) is written directly, in libyaml's layout; anything else, e.g. multi-line text, by
+    PyYAML. Both give the same bytes (tests/output/test_yamlout_nodes.py compares them)."""
+    if type(obj) is dict and obj:
+        out: list[str] = []
+        try:
+            _write_mapping(obj, "", 0, out)
+        except _NotSimple:
+            return _dump_pyyaml(obj)
+        return "".join(out)
+    return _dump_pyyaml(obj)
 
 
 def dump_all(objs: Iterable[Any]) -> str:
