@@ -89,13 +89,14 @@ class _NotSimple(Exception):
 
 _WIDTH = 120  # libyaml folds a plain or single-quoted scalar at a space past this column
 _MAX_SIMPLE_KEY = 128  # longer keys are written as complex keys (`? `)
-# One line of printable ASCII, no space at either end nor two in a row: libyaml writes it plain, or
-# single-quoted (quotes doubled), folded at single spaces past _WIDTH. Anything else (multi-line
-# text, tabs, non-ASCII, double quotes, backslashes) goes through PyYAML.
-_ONE_LINE = re.compile(r"[!#-\[\]-~](?: ?[!#-\[\]-~])*\Z").match
-# Where libyaml refuses a plain scalar in block context: an indicator first (`-`, `?` and `:` only
-# before a space or the end), `: ` or a final `:`, ` #`, or a document marker at the start.
-_NOT_PLAIN = re.compile(r"[#,\[\]{}&*!|>'\"%@`]|[-?:](?: |\Z)|---|\.\.\.|.*(?::(?: |\Z)| #)").match
+# One line of printable ASCII: libyaml writes it plain, or single-quoted (quotes doubled), folded at
+# single spaces past _WIDTH. Anything else (multi-line text, tabs, non-ASCII, double quotes,
+# backslashes, spaces at an end or two in a row) goes through PyYAML.
+_ONE_LINE = re.compile(r"[ !#-\[\]-~]+\Z").match
+# libyaml refuses a plain scalar in block context with one of these first, with `-`, `?` or `:` first
+# before a space or the end, with `: `, a final `:` or ` #`, or with a document marker at the start.
+_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
+_FIXED: dict[str, str] = {}  # a string without spaces -> its text, the same at any column
 _PLAIN_RESOLVER = yaml.resolver.Resolver()
 
 
@@ -135,22 +136,30 @@ def _scalar(value: Any, column: int, indent: int, key: bool = False) -> str:
     (keys never fold); _NotSimple when PyYAML has to write it."""
     kind = type(value)
     if kind is str:
-        if not _ONE_LINE(value):
+        text = _FIXED.get(value)
+        if text is not None:
+            return text
+        if not _ONE_LINE(value) or value[0] == " " or value[-1] == " " or "  " in value:
             if value == "":
                 return "''"
             if "\n" in value and not key:
                 return _literal(value, indent)
             raise _NotSimple
-        if not _NOT_PLAIN(value):
+        first = value[0]
+        plain = not (first in _INDICATORS or (first in "-?:" and value[1:2] in ("", " "))
+                     or value.startswith(("---", "...")) or ": " in value or value[-1] == ":" or " #" in value)
+        if plain:
             tag = _PLAIN_TAGS.get(value)
             if tag is None:
                 tag = _PLAIN_TAGS[value] = _PLAIN_RESOLVER.resolve(ScalarNode, value, (True, False))
-            if tag == _STR:
-                return value if key else _fold(value, column, indent)
+            plain = tag == _STR
+        if " " not in value:
+            text = _FIXED[value] = value if plain else f"'{value.replace(chr(39), chr(39) * 2)}'"
+            return text
+        if plain:
+            return value if key else _fold(value, column, indent)
         quoted = value.replace("'", "''")
-        if key:
-            return f"'{quoted}'"
-        return f"'{_fold(quoted, column + 1, indent)}'"
+        return f"'{quoted}'" if key else f"'{_fold(quoted, column + 1, indent)}'"
     if kind is int:
         return str(value)
     if kind is bool:
