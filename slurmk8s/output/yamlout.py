@@ -98,6 +98,9 @@ _ONE_LINE = re.compile(r"[ !#-\[\]-~]+\Z").match
 _INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
 _FIXED: dict[str, str] = {}  # a string without spaces -> its text, the same at any column
 _PLAIN_RESOLVER = yaml.resolver.Resolver()
+# The first characters PyYAML's implicit resolvers look at; a plain scalar starting otherwise is a string.
+_IMPLICIT_FIRST = frozenset(yaml.resolver.Resolver.yaml_implicit_resolvers)
+assert None not in _IMPLICIT_FIRST  # no resolver for any first character
 
 
 def _fold(text: str, column: int, indent: int) -> str:
@@ -148,7 +151,7 @@ def _scalar(value: Any, column: int, indent: int, key: bool = False) -> str:
         first = value[0]
         plain = not (first in _INDICATORS or (first in "-?:" and value[1:2] in ("", " "))
                      or value.startswith(("---", "...")) or ": " in value or value[-1] == ":" or " #" in value)
-        if plain:
+        if plain and first in _IMPLICIT_FIRST:  # may read as a number, bool, null...: ask PyYAML's resolver
             tag = _PLAIN_TAGS.get(value)
             if tag is None:
                 tag = _PLAIN_TAGS[value] = _PLAIN_RESOLVER.resolve(ScalarNode, value, (True, False))
