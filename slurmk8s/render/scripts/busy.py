@@ -12,6 +12,7 @@ only the eviction guard, never a job. Standard library only; nodes.json maps nod
 The prolog returns only once the job's resumed nodes registered: slurmctld starts a job on powered-up
 nodes when its PrologSlurmctld ends with the nodes ready, and otherwise only in a periodic pass that runs
 every 30 s (job_time_limit, PERIODIC_TIMEOUT). Waiting here also means the pods exist when labelled.
+Not `scontrol wait_job`: it waits for the job to leave CONFIGURING, which needs this prolog to end.
 """
 
 import json
@@ -25,7 +26,8 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 LABEL = "slurmk8s.io/busy"
-POLL_S = 0.5  # how often the prolog asks slurmctld whether the resumed nodes registered
+POLL_S = 0.5  # first pause between the prolog's questions whether the resumed nodes registered
+POLL_MAX_S = 2.0  # the pause grows to this: many jobs waiting at once must not flood slurmctld
 JOB_CHECK_EVERY = 10  # polls between checks that the job still holds its nodes
 
 
@@ -111,7 +113,7 @@ def wait_for_resumed_nodes(nodes, job):
     deadline = time.monotonic() + resume_timeout() + 30
     polls = 0
     while waiting and time.monotonic() < deadline:
-        time.sleep(POLL_S)
+        time.sleep(min(POLL_MAX_S, POLL_S * 1.5 ** polls))
         polls += 1
         if polls % JOB_CHECK_EVERY == 0 and not job_allocated(job):
             return
