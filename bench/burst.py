@@ -27,10 +27,13 @@ EXTRA = (1, 8)
 REPEAT = 2
 
 
-def profile_text(max_nodes: int) -> bytes:
+SLURM = "26.05"
+
+
+def profile_text(max_nodes: int, slurm: str = SLURM) -> bytes:
     """One node always on, room for max_nodes."""
     doc = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata": {"name": "burst"},
-           "spec": {"slurm": {"version": "26.05"},
+           "spec": {"slurm": {"version": slurm},
                     "pools": [{"name": "cpu", "replicas": 1, "minReplicas": 1, "maxReplicas": max_nodes,
                                "cpus": 1, "memory": "1Gi"}]}}
     return yaml.safe_dump(doc).encode()
@@ -58,9 +61,9 @@ def configured_by(lab, job: str) -> str:
     return CONFIGURED_BY.get(found.group(1), found.group(1)) if found else "?"
 
 
-def one_run(extra: int) -> tuple[dict[str, float], str]:
+def one_run(extra: int, slurm: str = SLURM) -> tuple[dict[str, float], str]:
     """Seconds from `sbatch` to each step of STEPS (polled every 0.2 s), and what ended CONFIGURING."""
-    bundle = render(load_profile(profile_text(1 + extra), "burst"))
+    bundle = render(load_profile(profile_text(1 + extra, slurm), "burst"))
     lab = cluster.boot(bundle, log=lambda line: None)
     new_nodes = [f"cpu-{i}" for i in range(1, 1 + extra)]
     try:
@@ -91,11 +94,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extra", type=int, action="append", help=f"more nodes the job needs (default {EXTRA})")
     parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per N (median)")
+    parser.add_argument("--slurm", default=SLURM, help=f"Slurm release of the lab (default {SLURM})")
     args = parser.parse_args()
-    print(f"seconds after `sbatch` of a job needing N more nodes (median of {args.repeat})")
+    print(f"seconds after `sbatch` of a job needing N more nodes, Slurm {args.slurm} (median of {args.repeat})")
     print(f"{'N':>3}" + "".join(f"{step:>22}" for step in STEPS) + "  configured by; runs of `job started`")
     for extra in args.extra or EXTRA:
-        runs = [one_run(extra) for _ in range(args.repeat)]
+        runs = [one_run(extra, args.slurm) for _ in range(args.repeat)]
         print(f"{extra:>3}" + "".join(f"{statistics.median(r.get(s, float('nan')) for r, _ in runs):>22.1f}"
                                      for s in STEPS)
               + "  " + ",".join(sorted({by for _, by in runs})) + "; "
