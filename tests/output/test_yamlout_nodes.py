@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from slurmk8s.output import yamlout
@@ -82,3 +83,12 @@ def test_long_text_folds_where_libyaml_folds_it() -> None:
         for doc in ({"k": text}, {"outer": {"inner": [text, {"key": text}]}}, {"k": text + ": colon"},
                     {"k": "'" + text}, {"k": [[text]]}):
             assert yamlout.dump(doc) == dump_reference(doc)
+
+
+@pytest.mark.parametrize("doc", [
+    {"": 1}, {"": ""}, {"a": {"": [""]}}, {"x" * 127: 1}, {"x" * 128: 1}, {"x" * 129: 1}, {"a b" * 50: "c"},
+    {"k": ["", [""], [[]]]}, {"-": "-a"}, {"k": "x\n"}, {"k": "x\n\n"}, {"k": " x\ny"}, {"k": "x\n y\n"},
+    {"k": "---x"}, {"k": "a:b"}, {"k": ":a"}, {"k": "a #b"}, {"k": "a#b"}, {"k": "it's"}, {"k": "0755"}, {"k": "Yes"},
+], ids=repr)
+def test_edges_of_the_direct_writer(doc) -> None:
+    assert yamlout.dump(doc) == dump_reference(doc)
