@@ -26,3 +26,10 @@ def test_the_rollout_driver_uses_naming_s_labels() -> None:
 
 def test_the_busy_marker_sets_naming_s_busy_label() -> None:
     assert constants(SCRIPTS / "busy.py")["LABEL"] == naming.LABEL_BUSY
+
+
+def test_the_hooks_copies_equal_the_facts_they_copy() -> None:
+    from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN
+    assert rollout.SHAPE_LABEL == naming.LABEL_SHAPE
+    assert constants(SCRIPTS / "rollout.py")["ANNOTATION_CONFIG_SEEN"] == ANNOTATION_CONFIG_SEEN
+    assert constants(SCRIPTS / "upgrade_check.py")["ANNOTATION_SLURM_VERSION"] == naming.ANNOTATION_SLURM_VERSION
