@@ -23,7 +23,8 @@ from slurmk8s import debian, naming
 from slurmk8s.lab import kubelet, runtime, sandbox
 from slurmk8s.lab import rootfs as rootfs_mod
 from slurmk8s.lab import state as lab_state
-from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations
+from slurmk8s.lab.adapt import (
+    ALWAYS, CLAIMS_IN_MEMORY, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations)
 from slurmk8s.lab.errors import LabError, LabUnavailable
 from slurmk8s.lab.plan import Container, Pod, max_replicas, pod_for, pods_of, workloads
 from slurmk8s.lab.runtime import (  # noqa: F401 (the lab's public API, as before the split)
@@ -289,13 +290,17 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     refuse_unsupported(bundle, templates, images)
     slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
                                              os.cpu_count() or 1, _memory_mib())
-    adaptations = list(ALWAYS) + image_adaptations(images.values()) + changed + gpu_adaptations(pods)
+    has_claims = any(v.kind == "claim" for p in templates for v in p.volumes)
+    adaptations = (list(ALWAYS) + image_adaptations(images.values()) + changed + gpu_adaptations(pods)
+                   + ([CLAIMS_IN_MEMORY] if has_claims else []))
     log(f"lab {lab_id}: Slurm {bundle.version}; adaptations:")
     for a in adaptations:
         log(f"  - {a}")
     lab = Lab(lab_id, lab_dir_of(lab_id), bundle, images, adaptations, [], slurm_files, clock=clock, started=started)
     lab.mark("images resolved")
     lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir, state_file=lab.state_file).create()
+    if has_claims:  # under the lab dir, so teardown unmounts it
+        sandbox.mount_tmpfs(lab.lab_dir / "claims")
     grants = scale_grants(bundle)
     if any(p.service_account_token for p in pods):
         lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.scale_of, lab.scale, grants)

@@ -429,6 +429,12 @@ def _mount_spec(m: Bind | Tmpfs | tuple) -> dict:
     raise LabError(f"unknown mount {m!r}: expected Bind, Tmpfs or (src, dst)")
 
 
+def mount_tmpfs(target: Path, mode: int = 0o755) -> None:
+    """A tmpfs at target on the host (teardown unmounts whatever is mounted under the lab dir)."""
+    target.mkdir(parents=True, exist_ok=True)
+    _run(["mount", "-t", "tmpfs", "-o", f"mode={mode:o}", "tmpfs", str(target)], f"mount a tmpfs at {target}")
+
+
 # ---------------------------------------------------------------- logs
 
 
