@@ -76,12 +76,13 @@ def main() -> None:
     parser.add_argument("--versions", nargs="+", default=list(VERSIONS))
     parser.add_argument("--nodes", nargs="+", type=int, default=[3])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--before", type=Path, help="an older checkout, run interleaved with this one")
+    parser.add_argument("--before", type=Path, action="append", default=[],
+                        help="an older checkout, run interleaved with this one (repeatable)")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one_run(args.one[0], int(args.one[1]))))
         return
-    variants = {"now": HERE} | ({"before": args.before.resolve()} if args.before else {})
+    variants = {"now": HERE} | {path.name: path.resolve() for path in args.before}
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     table = []
@@ -92,16 +93,17 @@ def main() -> None:
                 for name, checkout in variants.items():
                     runs[name].append(run_in(checkout, version, nodes))
             print(f"\nSlurm {version}, {nodes} nodes, timeline of the last run of now (s since boot started):")
-            for at, what in runs["now"][-1]["events"]:
+            for at, what in sorted(runs["now"][-1]["events"]):
                 print(f"  {at:6.2f}  {what}")
             sys.stdout.flush()
             for name in variants:
                 table.append((version, nodes, name, statistics.median(r["first_job_s"] for r in runs[name]),
                               statistics.median(r["teardown_s"] for r in runs[name])))
-    print(f"\n{'Slurm':<7}{'nodes':>6}  {'variant':<8}{'boot->1st job s':>16}{'teardown s':>12}   "
+    width = max(len(v) for v in variants) + 2
+    print(f"\n{'Slurm':<7}{'nodes':>6}  {'variant':<{width}}{'boot->1st job s':>16}{'teardown s':>12}   "
           f"(median of {args.repeat})")
     for version, nodes, name, first, down in table:
-        print(f"{version:<7}{nodes:>6}  {name:<8}{first:>16.2f}{down:>12.2f}")
+        print(f"{version:<7}{nodes:>6}  {name:<{width}}{first:>16.2f}{down:>12.2f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,6 +38,7 @@ from slurmk8s.render import Bundle
 # Boot order = the order `up` waits in; each stage is Ready before the next starts.
 STAGES = (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+PARALLEL_PODS = 8  # pods set up at once in boot: each is a few short processes on a shared machine
 
 
 @dataclass
@@ -71,12 +73,12 @@ class Lab:
     def save(self) -> None:
         """Write the lab section of the state file (another process's `lab exec` or `lab down` reads it)."""
         c = self.runtime
-        saved = {"lab_id": self.lab_id, "version": self.version, "replicas": self.replicas,
+        saved = {"lab_id": self.lab_id, "version": self.version, "replicas": dict(self.replicas),
                  "images": {ref: {"ref": i.ref, "id": i.image_id, "path": str(i.path)} for ref, i in self.images.items()},
                  "adaptations": [str(a) for a in self.adaptations],
                  "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
-                                   "containers": c.pids.get(p.name, {}),
-                                   "exec": c.exec_specs.get(p.name, {})}
+                                   "containers": dict(c.pids.get(p.name, {})),  # copies: other threads
+                                   "exec": dict(c.exec_specs.get(p.name, {}))}  # start containers meanwhile
                           for p in self.pods if self.network and p.name in self.network.pods}}
         saved["api"] = getattr(self, "_admin", None)
         saved["supervisor"] = getattr(self, "_supervisor", None)
@@ -164,19 +166,35 @@ class Lab:
 
     def start_pod(self, pod: Pod) -> None:
         """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""
+        self.prepare_pod(pod)
+        self.finish_pod(pod)
+
+    def prepare_pod(self, pod: Pod) -> None:
+        """Sandbox, volumes, and the init containers before the first sidecar: nothing that needs another pod.
+
+        A sidecar may (sackd fetches its config from slurmctld), so it waits for finish_pod.
+        """
         gpus = max((c.gpus for c in pod.containers), default=0)
         cgroups = [pod.slurm_node] if pod.pool else []
         self.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus),
                              index=self._index[pod.name], cgroup_names=cgroups)
         with self._pods_lock:
-            if pod not in self.pods:
-                self.pods = self.pods + [pod]
+            if pod not in self.pods:  # in boot order, whichever thread comes first: "first pod" stays the same
+                self.pods = sorted(self.pods + [pod], key=self._boot_order)
         materialise_pod(self, pod)
         write_hosts(self)
-        for c in pod.init:
+        for c in pod.init[:_leading_inits(pod)]:
+            self.run_init(pod, c)
+
+    def finish_pod(self, pod: Pod) -> None:
+        """The init containers from the first sidecar on, then the containers."""
+        for c in pod.init[_leading_inits(pod):]:
             self.run_init(pod, c)
         for c in pod.containers:
             self.start_container(pod, c)
+
+    def _boot_order(self, pod: Pod) -> tuple[int, int]:
+        return STAGES.index(pod.component) if pod.component in STAGES else len(STAGES), self._index[pod.name]
 
     def stop_pod(self, pod: Pod, grace_s: float = 30) -> None:
         """Delete a pod as the kubelet would: SIGTERM, grace period, SIGKILL; its name stops resolving."""
@@ -238,6 +256,11 @@ class Lab:
         if self.api:
             self.api.stop()
         return down(self.lab_id)
+
+
+def _leading_inits(pod: Pod) -> int:
+    """How many init containers come before the first native sidecar."""
+    return next((i for i, c in enumerate(pod.init) if c.sidecar), len(pod.init))
 
 
 def check_lab_version(version: str) -> None:
@@ -309,20 +332,29 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     materialise_secrets(lab)
     lab.save()
     lab.mark("sandbox ready (bridge, secrets" + (", scale API)" if lab.api else ")"))
+    # As on Kubernetes, every pod's sandbox, volumes and first init containers (MariaDB's
+    # install-db, the config copies) are made at once; the daemons then start stage by stage,
+    # each stage's pods together, because the lab restarts none that exits for want of the last.
+    pool = ThreadPoolExecutor(max_workers=PARALLEL_PODS, thread_name_prefix=f"{lab_id}-pod")
     try:
+        prepared = {p.name: pool.submit(lab.prepare_pod, p) for p in pods}
         for stage in STAGES:
             stage_pods = [p for p in pods if p.component == stage]
             for pod in stage_pods:
-                lab.start_pod(pod)
+                prepared[pod.name].result()
+            for started in [pool.submit(lab.finish_pod, p) for p in stage_pods]:
+                started.result()
             for pod in stage_pods:
                 for c in pod.containers:
                     lab.wait_ready(pod, c)
         wait_nodes_idle(lab)
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # no thread starts anything once the lab is torn down
         api = _SERVED_APIS.pop(lab_id, None)
         if api:
             api.stop()
         raise
+    pool.shutdown(wait=True)
     return lab
 
 

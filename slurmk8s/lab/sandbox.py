@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,23 +165,27 @@ class LabNetwork:
                                            for i in range(0, 10, 2))
         self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
         self.pods: dict[str, PodSandbox] = {}
+        self.lock = threading.RLock()  # pods are added, started and removed from several threads
         self.state_file = state_file  # made on first save, in the STATE_DIR of that moment
         self._cgroups_seen: set[str] = set()  # of removed pods too: their dirs may outlive them
 
     def _state(self) -> dict:
+        """A copy (save runs while other threads add pods and processes)."""
         return {
             "lab_id": self.lab_id, "prefix": self.prefix, "bridge": self.bridge, "subnet": str(self.subnet),
             "lab_dir": str(self.lab_dir),
             "pods": {p.name: {"hostname": p.hostname, "ip": p.ip, "netns": p.netns, "veth": p.veth,
-                              "cgroups": list(p.cgroup_names), "procs": p._recorded} for p in self.pods.values()},
+                              "cgroups": list(p.cgroup_names), "procs": list(p._recorded)}
+                     for p in list(self.pods.values())},
             "cgroups": sorted(self._cgroups_seen | {c for p in self.pods.values() for c in p.cgroup_names}),
         }
 
     def save(self) -> None:
         """Record the lab's pods and processes for a later ``teardown``/``leftovers``."""
-        if self.state_file is None:
-            self.state_file = lab_state.StateFile(self.lab_id, STATE_DIR)
-        self.state_file.put(lab_state.SANDBOX, self._state())
+        with self.lock:
+            if self.state_file is None:
+                self.state_file = lab_state.StateFile(self.lab_id, STATE_DIR)
+            self.state_file.put(lab_state.SANDBOX, self._state())
 
     def create(self) -> LabNetwork:
         """Create the bridge; LabError if this lab already exists (run ``teardown`` first)."""
@@ -208,18 +213,19 @@ class LabNetwork:
         ``cgroup_names``: Slurm node names whose cgroup dirs (slurm_<name>) teardown removes,
         when they differ from the hostname (NodeHostname != NodeName).
         """
-        if name in self.pods:
-            raise LabError(f"pod {name} already exists in lab {self.lab_id}")
-        index = len(self.pods) if index is None else index
-        if any(p.index == index for p in self.pods.values()):
-            raise LabError(f"pod {name}: index {index} is taken in lab {self.lab_id}")
-        ip = ip or str(self.subnet.network_address + 10 + index)
-        taken = {self.gateway} | {p.ip for p in self.pods.values()}
-        if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
-            raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
-        pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices), tuple(cgroup_names))
-        self.pods[name] = pod
-        self.save()
+        with self.lock:
+            if name in self.pods:
+                raise LabError(f"pod {name} already exists in lab {self.lab_id}")
+            index = len(self.pods) if index is None else index
+            if any(p.index == index for p in self.pods.values()):
+                raise LabError(f"pod {name}: index {index} is taken in lab {self.lab_id}")
+            ip = ip or str(self.subnet.network_address + 10 + index)
+            taken = {self.gateway} | {p.ip for p in self.pods.values()}
+            if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
+                raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
+            pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices), tuple(cgroup_names))
+            self.pods[name] = pod
+            self.save()
         pod.create()
         return pod
 
@@ -243,9 +249,10 @@ class LabNetwork:
                 pass
         _run(["ip", "link", "del", pod.veth], f"delete link {pod.veth}", check=False)
         _run(["ip", "netns", "del", pod.netns], f"delete netns {pod.netns}", check=False)
-        self._cgroups_seen |= {f"{c}" for c in pod.cgroup_names}
-        del self.pods[name]
-        self.save()
+        with self.lock:
+            self._cgroups_seen |= {f"{c}" for c in pod.cgroup_names}
+            del self.pods[name]
+            self.save()
 
     def hosts_text(self, extra: Mapping[str, str] | None = None) -> str:
         """An /etc/hosts for the pods: localhost, every pod's hostname, then ``extra`` name -> ip."""
@@ -362,8 +369,9 @@ class PodSandbox:
         _POPENS[proc.pid] = proc
         self.logs[proc.pid] = log
         self._specs[proc.pid] = spec
-        self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
-        self.network.save()
+        with self.network.lock:
+            self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
+            self.network.save()
         with os.fdopen(ready_r, "rb") as ready:
             if not select.select([ready], [], [], START_TIMEOUT_S)[0]:
                 proc.kill()

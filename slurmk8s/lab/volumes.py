@@ -137,15 +137,17 @@ def _fs_group_one(path: Path, fs_group: int, read_only: bool) -> None:
 
 def write_hosts(lab: Lab) -> None:
     """/etc/hosts of every pod: the DNS names of the pods that run now (rewritten in place: bind mounts pin the inode)."""
-    names = dns_names(lab.bundle, lab.pods)
-    lines = ["127.0.0.1 localhost"]
-    lines += [f"{lab.network.pods[p.name].ip} {' '.join(names[p.name])}" for p in lab.pods if p.name in lab.network.pods]
-    if lab.api:  # cluster DNS for the API Service
-        lines.append(f"{lab.api.address} kubernetes kubernetes.default kubernetes.default.svc "
-                     f"kubernetes.default.svc.{lab.bundle.cluster_domain}")
-    path = lab.lab_dir / "hosts"
-    if not path.exists():
-        path.touch()
-    with open(path, "r+") as fh:
-        fh.write("\n".join(lines) + "\n")
-        fh.truncate()
+    with lab.network.lock:  # pods are set up from several threads: read the pods and write under one lock
+        names = dns_names(lab.bundle, lab.pods)
+        lines = ["127.0.0.1 localhost"]
+        lines += [f"{lab.network.pods[p.name].ip} {' '.join(names[p.name])}" for p in lab.pods
+                  if p.name in lab.network.pods]
+        if lab.api:  # cluster DNS for the API Service
+            lines.append(f"{lab.api.address} kubernetes kubernetes.default kubernetes.default.svc "
+                         f"kubernetes.default.svc.{lab.bundle.cluster_domain}")
+        path = lab.lab_dir / "hosts"
+        if not path.exists():
+            path.touch()
+        with open(path, "r+") as fh:
+            fh.write("\n".join(lines) + "\n")
+            fh.truncate()
