@@ -11,8 +11,10 @@ Each boot runs in its own process on the slurmk8s of the checkout it measures (t
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -42,7 +44,7 @@ def one_run(version: str, nodes: int) -> dict:
     from slurmk8s.render import render
 
     bundle = render(load_profile(profile_text(version, nodes), "bench"))
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
     lab = cluster.boot(bundle, log=lambda line: None)
     events = [list(e) for e in getattr(lab, "events", [])]
     events.append([time.monotonic() - started, "boot returned"])
@@ -53,11 +55,34 @@ def one_run(version: str, nodes: int) -> dict:
     events.append([booted, f"job {job} {state}"])
     if state != "COMPLETED":
         raise SystemExit(f"{version}/{nodes}: job {job} ended {state}")
+    ctl = next(p for p in lab.pods if p.component == "controller")
+    events += slurmctld_events(lab.log_path(ctl, "slurmctld").read_text(errors="replace"), job, wall)
     started = time.monotonic()
     left = cluster.down(lab.lab_id)
     if left:
         raise SystemExit(f"{version}/{nodes}: teardown left {left}")
     return {"events": events, "first_job_s": booted, "teardown_s": time.monotonic() - started}
+
+
+# slurmctld's own word on the job, where its log has timestamps (24.11 and later log them to stderr)
+JOB_LINES = (("_slurm_rpc_submit_batch_job: JobId={job} ", "slurmctld: job {job} submitted"),
+             ("sched: Allocate JobId={job} ", "slurmctld: job {job} allocated"),
+             ("prolog_running_decr: Configuration for JobId={job} ", "slurmctld: job {job} prolog done"),
+             ("_job_complete: JobId={job} done", "slurmctld: job {job} complete"))
+
+
+def slurmctld_events(log: str, job: str, wall_start: float) -> list[list]:
+    """[seconds since the boot started, what] for slurmctld's log lines about the job."""
+    found = []
+    for line in log.splitlines():
+        m = re.match(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)\] (.*)$", line)
+        if not m:
+            continue
+        for marker, what in JOB_LINES:
+            if marker.format(job=job) in m.group(2):
+                at = datetime.datetime.fromisoformat(m.group(1)).timestamp() - wall_start
+                found.append([at, what.format(job=job)])
+    return found
 
 
 def run_in(checkout: Path, version: str, nodes: int) -> dict:
