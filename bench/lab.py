@@ -37,8 +37,12 @@ def profile_text(version: str, nodes: int) -> bytes:
     return yaml.safe_dump(doc).encode()
 
 
-def one_run(version: str, nodes: int) -> dict:
-    """Boot, one job, teardown, in this process: the timeline (seconds since boot started) and the totals."""
+def one_run(version: str, nodes: int, first_job: str = "sbatch") -> dict:
+    """Boot, one job, teardown, in this process: the timeline (seconds since boot started) and the totals.
+
+    first_job "sbatch": a batch job, polled until COMPLETED; "srun": `srun -N1 true`, which
+    slurmctld allocates as it is asked (a batch job waits for the scheduler's first pass).
+    """
     from slurmk8s.lab import cluster, verify
     from slurmk8s.profile import load_profile
     from slurmk8s.render import render
@@ -48,11 +52,17 @@ def one_run(version: str, nodes: int) -> dict:
     lab = cluster.boot(bundle, log=lambda line: None)
     events = [list(e) for e in getattr(lab, "events", [])]
     events.append([time.monotonic() - started, "boot returned"])
-    job = verify.submit(lab, "-N1", "--wrap", "true")
-    events.append([time.monotonic() - started, f"job {job} submitted"])
-    state = verify.wait_state(lab, job, {"COMPLETED", "FAILED"})
-    booted = time.monotonic() - started
-    events.append([booted, f"job {job} {state}"])
+    if first_job == "srun":
+        done = lab.exec(["srun", "-N1", "true"], timeout=60)
+        booted = time.monotonic() - started
+        job, state = "1", "COMPLETED" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()}"
+        events.append([booted, f"srun -N1 true returned ({state})"])
+    else:
+        job = verify.submit(lab, "-N1", "--wrap", "true")
+        events.append([time.monotonic() - started, f"job {job} submitted"])
+        state = verify.wait_state(lab, job, {"COMPLETED", "FAILED"})
+        booted = time.monotonic() - started
+        events.append([booted, f"job {job} {state}"])
     if state != "COMPLETED":
         raise SystemExit(f"{version}/{nodes}: job {job} ended {state}")
     ctl = next(p for p in lab.pods if p.component == "controller")
@@ -85,10 +95,10 @@ def slurmctld_events(log: str, job: str, wall_start: float) -> list[list]:
     return found
 
 
-def run_in(checkout: Path, version: str, nodes: int) -> dict:
+def run_in(checkout: Path, version: str, nodes: int, first_job: str) -> dict:
     """one_run in a fresh process on checkout's slurmk8s."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", version, str(nodes)],
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", version, str(nodes), first_job],
                           env=env, capture_output=True, text=True, cwd=checkout)
     if done.returncode != 0:
         raise SystemExit(f"{checkout} {version}/{nodes}: exit {done.returncode}\n{done.stdout}{done.stderr}")
@@ -97,7 +107,9 @@ def run_in(checkout: Path, version: str, nodes: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--one", nargs=2, metavar=("VERSION", "NODES"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=3, metavar=("VERSION", "NODES", "JOB"), help=argparse.SUPPRESS)
+    parser.add_argument("--first-job", nargs="+", choices=("sbatch", "srun"), default=["sbatch"],
+                        help="how the first job is run (both: each boot measured once per way)")
     parser.add_argument("--versions", nargs="+", default=list(VERSIONS))
     parser.add_argument("--nodes", nargs="+", type=int, default=[3])
     parser.add_argument("--repeat", type=int, default=1)
@@ -105,7 +117,7 @@ def main() -> None:
                         help="an older checkout, run interleaved with this one (repeatable)")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one_run(args.one[0], int(args.one[1]))))
+        print(json.dumps(one_run(args.one[0], int(args.one[1]), args.one[2])))
         return
     variants = {"now": HERE} | {path.name: path.resolve() for path in args.before}
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
@@ -113,22 +125,26 @@ def main() -> None:
     table = []
     for version in args.versions:
         for nodes in args.nodes:
-            runs: dict[str, list[dict]] = {v: [] for v in variants}
-            for _ in range(args.repeat):
-                for name, checkout in variants.items():
-                    runs[name].append(run_in(checkout, version, nodes))
-            print(f"\nSlurm {version}, {nodes} nodes, timeline of the last run of now (s since boot started):")
-            for at, what in sorted(runs["now"][-1]["events"]):
-                print(f"  {at:6.2f}  {what}")
-            sys.stdout.flush()
-            for name in variants:
-                table.append((version, nodes, name, statistics.median(r["first_job_s"] for r in runs[name]),
-                              statistics.median(r["teardown_s"] for r in runs[name])))
+            for first_job in args.first_job:
+                runs: dict[str, list[dict]] = {v: [] for v in variants}
+                for _ in range(args.repeat):
+                    for name, checkout in variants.items():
+                        runs[name].append(run_in(checkout, version, nodes, first_job))
+                print(f"\nSlurm {version}, {nodes} nodes, first job by {first_job}, "
+                      "timeline of the last run of now (s since boot started):")
+                for at, what in sorted(runs["now"][-1]["events"]):
+                    print(f"  {at:6.2f}  {what}")
+                sys.stdout.flush()
+                for name in variants:
+                    table.append((version, nodes, first_job, name,
+                                  [round(r["first_job_s"], 2) for r in runs[name]],
+                                  statistics.median(r["teardown_s"] for r in runs[name])))
     width = max(len(v) for v in variants) + 2
-    print(f"\n{'Slurm':<7}{'nodes':>6}  {'variant':<{width}}{'boot->1st job s':>16}{'teardown s':>12}   "
-          f"(median of {args.repeat})")
-    for version, nodes, name, first, down in table:
-        print(f"{version:<7}{nodes:>6}  {name:<{width}}{first:>16.2f}{down:>12.2f}")
+    print(f"\n{'Slurm':<7}{'nodes':>6}  {'job':<8}{'variant':<{width}}{'boot->1st job s (median)':>25}"
+          f"{'teardown s':>12}   runs")
+    for version, nodes, first_job, name, firsts, down in table:
+        print(f"{version:<7}{nodes:>6}  {first_job:<8}{name:<{width}}{statistics.median(firsts):>25.2f}{down:>12.2f}"
+              f"   {firsts}")
 
 
 if __name__ == "__main__":
