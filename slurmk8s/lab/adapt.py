@@ -93,8 +93,8 @@ def _schedule_batch_jobs_at_once(conf: str) -> tuple[str, list[Adaptation]]:
         conf = conf.rstrip("\n") + "\nSchedulerParameters=batch_sched_delay=0\n"
     return conf, [Adaptation(
         "slurm.conf: SchedulerParameters batch_sched_delay=0",
-        "a lab runs one job at a time to prove the bundle; Slurm's default holds a batch job up to 3 s "
-        "before its first scheduling pass, which only pays off at high submit rates")]
+        "the lab's checks submit one batch job after another; Slurm's default holds each up to 3 s for the "
+        "next scheduling pass, which pays off only at high submit rates")]
 
 
 def gpu_adaptations(pods: list[Pod]) -> list[Adaptation]:
@@ -108,7 +108,7 @@ def gpu_adaptations(pods: list[Pod]) -> list[Adaptation]:
 
 CLAIMS_IN_MEMORY = Adaptation(
     "PersistentVolumeClaims are directories on one tmpfs (kind's local-path provisioner makes them on the node's disk)",
-    "a lab's data ends with the lab; MariaDB's and slurmctld's fsyncs on disk were most of a boot")
+    "a lab's data ends with the lab, and MariaDB and slurmctld then write without waiting on this disk")
 
 
 def v1_cgroup_conf(text: str) -> str:

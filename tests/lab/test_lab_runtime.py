@@ -70,3 +70,15 @@ def test_a_missing_statefulset_is_its_own_error_not_a_key_error():
     error = NotFound("dev-gpu")
     assert isinstance(error, LabError) and not isinstance(error, KeyError)
     assert str(error) == "statefulset dev-gpu not found" and error.statefulset == "dev-gpu"
+
+
+def test_batch_jobs_are_scheduled_at_once_in_the_lab_unless_the_bundle_says_otherwise():
+    from slurmk8s.lab.adapt import adapt_slurm_files
+
+    files, done = adapt_slurm_files({"slurm.conf": "A=1\nSchedulerParameters=bf_continue,bf_interval=30\nB=2\n"}, 8, 8192)
+    assert files["slurm.conf"] == "A=1\nSchedulerParameters=bf_continue,bf_interval=30,batch_sched_delay=0\nB=2\n"
+    assert [a.what for a in done] == ["slurm.conf: SchedulerParameters batch_sched_delay=0"]
+    files, _ = adapt_slurm_files({"slurm.conf": "SchedulerType=sched/builtin\n"}, 8, 8192)
+    assert files["slurm.conf"] == "SchedulerType=sched/builtin\nSchedulerParameters=batch_sched_delay=0\n"
+    own = "SchedulerParameters=batch_sched_delay=5\n"
+    assert adapt_slurm_files({"slurm.conf": own}, 8, 8192) == ({"slurm.conf": own}, [])
