@@ -77,8 +77,9 @@ def adapt_slurm_files(files: dict[str, str], host_cpus: int, host_memory_mib: in
         done.append(Adaptation(
             f"slurm.conf: SlurmdParameters=config_overrides and no task/affinity (nodes {', '.join(too_big)})",
             f"they are larger than this machine ({host_cpus} CPUs, {host_memory_mib} MiB)"))
-    out["slurm.conf"], scheduled = _schedule_batch_jobs_at_once(out.get("slurm.conf", ""))
-    done += scheduled
+    if "slurm.conf" in out:
+        out["slurm.conf"], scheduled = _schedule_batch_jobs_at_once(out["slurm.conf"])
+        done += scheduled
     return out, done
 
 
