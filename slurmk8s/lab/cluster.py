@@ -6,6 +6,7 @@ later `lab exec` / `lab down` needs is kept in <lab dir>/lab.json.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,7 +27,7 @@ from slurmk8s.lab import kubelet, sandbox
 from slurmk8s.lab import rootfs as rootfs_mod
 from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations
 from slurmk8s.lab.errors import LabError, LabUnavailable
-from slurmk8s.lab.plan import Container, Pod, Volume, dns_names, max_replicas, pod_for, pods_of, workloads
+from slurmk8s.lab.plan import Container, Pod, Probe, Volume, dns_names, max_replicas, pod_for, pods_of, workloads
 from slurmk8s.lab.scaleapi import ScaleAPI, scale_grants
 from slurmk8s.render import Bundle
 
@@ -193,13 +195,31 @@ class Lab:
             raise LabError(f"{pod.name}: init container {c.name} exited {code}:\n{sandbox.tail(self.log_path(pod, c.name))}")
 
     def wait_ready(self, pod: Pod, c: Container, deadline_s: float = READY_DEADLINE_S) -> None:
-        """The rendered readinessProbe (tcpSocket), checked from the host's side of the bridge."""
-        if c.ready_port is None:
+        """The rendered readinessProbe passes (see ``probe_passes``)."""
+        if c.readiness is None:
             return
+        sandbox.wait_until(lambda: self.probe_passes(pod, c, c.readiness), deadline_s,
+                           f"{pod.name}/{c.name} readiness probe", proc=self._procs[(pod.name, c.name)],
+                           log_path=self.log_path(pod, c.name), interval=0.5 if c.readiness.command else 0.1)
+
+    def probe_passes(self, pod: Pod, c: Container, probe: Probe) -> bool:
+        """One run of a rendered probe as the kubelet runs it: an exec in the container as its user,
+        exit 0 within timeoutSeconds; an HTTP GET or a TCP connect from the host's side of the bridge,
+        a 2xx/3xx answer or an accepted connection within timeoutSeconds."""
         ip = self.network.pods[pod.name].ip
-        sandbox.wait_until(lambda: _tcp_open(ip, c.ready_port), deadline_s,
-                           f"{pod.name}/{c.name} ready on {ip}:{c.ready_port}",
-                           proc=self._procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name))
+        if probe.command:
+            try:
+                return self.network.pods[pod.name].exec_in(probe.command, proc=self._procs[(pod.name, c.name)],
+                                                           timeout=probe.timeout_s).returncode == 0
+            except LabError:  # timed out: the kubelet counts it as a failure
+                return False
+        if probe.path:
+            try:
+                with urllib.request.urlopen(f"http://{ip}:{probe.port}{probe.path}", timeout=probe.timeout_s) as r:
+                    return 200 <= r.status < 400
+            except (OSError, http.client.HTTPException):  # HTTPError (4xx/5xx) and timeouts included
+                return False
+        return _tcp_open(ip, probe.port, probe.timeout_s)
 
     def start_pod(self, pod: Pod) -> None:
         """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""
@@ -288,9 +308,9 @@ class Lab:
         return down(self.lab_id)
 
 
-def _tcp_open(ip: str, port: int) -> bool:
+def _tcp_open(ip: str, port: int, timeout_s: float = 0.5) -> bool:
     try:
-        with socket.create_connection((ip, port), timeout=0.5):
+        with socket.create_connection((ip, port), timeout=timeout_s):
             return True
     except OSError:
         return False
