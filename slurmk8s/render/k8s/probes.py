@@ -49,8 +49,8 @@ def probes(startup: Obj, ready: Obj, live: Obj, startup_window_s: int = STARTUP_
 
 
 def has_http_health(profile: Profile) -> bool:
-    """/livez and /readyz on the daemons' own ports: found in 26.05's slurmctld, slurmd and
-    slurmrestd, absent from 24.11's; 25.11 is not checked here, so it keeps the client checks."""
+    """/livez and /readyz on the daemons' own ports: found in 26.05's slurmctld and slurmd, absent
+    from 24.11's; 25.11 is not checked here, so it keeps the client checks."""
     return dialect(profile.version).at_least("26.05")
 
 
@@ -88,10 +88,10 @@ def slurmdbd_probes(profile: Profile, port: int) -> Obj:
     return probes(check, check, check, SLURMDBD_STARTUP_WINDOW_S)
 
 
-def slurmrestd_probes(profile: Profile, port: int) -> Obj:
-    """slurmrestd: /livez and /readyz (26.05), else the TCP port (it keeps no state of its own)."""
-    if has_http_health(profile):
-        return probes(http_get(port, "/livez"), http_get(port, "/readyz"), http_get(port, "/livez"))
+def slurmrestd_probes(port: int) -> Obj:
+    """slurmrestd: the TCP port. Its /livez and /readyz (26.05) answer only authenticated requests
+    under rest_auth/jwt (lab: "authentication failed" for the kubelet's GET), and it keeps no state
+    of its own that a wedge would hide: slurmctld behind it has its own probes."""
     check = {"tcpSocket": {"port": port}}
     return probes(check, check, check)
 

@@ -35,7 +35,7 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
         "env": [{"name": "SLURM_JWT", "value": "daemon"},
                 {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}],
         "ports": [{"name": "slurmrestd", "containerPort": 6820, "protocol": "TCP"}],
-        **slurmrestd_probes(profile, 6820),
+        **slurmrestd_probes(6820),
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "securityContext": {"runAsUser": SLURMRESTD_UID, "runAsGroup": SLURMRESTD_UID, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
