@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests" / "kube"))  # the stub is a test fixture, 
 from apistub import ApiStub  # noqa: E402
 
 from slurmk8s.actions.up import UpOptions, run_up  # noqa: E402
-from slurmk8s.kube.client import Access  # noqa: E402
+from slurmk8s.actions.cluster import connect  # noqa: E402
 
 PROFILE = str(REPO / "profiles" / "gpu-ib.yaml")
 
@@ -38,7 +38,7 @@ def measure(workers: int, latency: float) -> list[tuple[int, float]]:
         for _ in range(2):
             stub.reset_log()
             started = time.perf_counter()
-            run_up(PROFILE, Access(str(kubeconfig)), UpOptions(wait=False, workers=workers), echo=lambda line: None)
+            run_up(PROFILE, connect(str(kubeconfig), workers=workers), UpOptions(wait=False, workers=workers), echo=lambda line: None)
             results.append((len(stub.requests), time.perf_counter() - started))
         return results
     finally:

@@ -60,9 +60,10 @@ def _stderr(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def _access(kubeconfig: Optional[str], context: Optional[str]):
-    from slurmk8s.kube.client import Access
-    return Access(kubeconfig, context)
+def _cluster(kubeconfig: Optional[str], context: Optional[str], **options: Any):
+    """The client the command acts through; it connects on first use."""
+    from slurmk8s.actions.cluster import connect
+    return connect(kubeconfig, context, **options)
 
 
 def _run(verbose: bool, action: Callable[[], object]) -> None:
@@ -96,7 +97,8 @@ def register(app: typer.Typer) -> None:
         from slurmk8s.actions.up import UpOptions, run_up
         options = UpOptions(dry_run=dry_run, prune=prune, wait=wait, timeout=timeout,
                             force_conflicts=force_conflicts, workers=workers, verbose=verbose, rollout=rollout)
-        _run(verbose, lambda: run_up(profile, _access(kubeconfig, context), options, echo=typer.echo))
+        _run(verbose, lambda: run_up(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout,
+                                                         workers=workers), options, echo=typer.echo))
 
     @app.command()
     def rollout(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -107,8 +109,8 @@ def register(app: typer.Typer) -> None:
                 verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Replace slurmd pods whose spec changed, drain first: never while a job runs on them."""
         from slurmk8s.actions.rollout import run_rollout_command
-        _run(verbose, lambda: run_rollout_command(profile, _access(kubeconfig, context), pool=pool, timeout=timeout,
-                                                  verbose=verbose, echo=typer.echo))
+        _run(verbose, lambda: run_rollout_command(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
+                                                  pool=pool, timeout=timeout, echo=typer.echo))
 
     @app.command()
     def scale(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -121,8 +123,9 @@ def register(app: typer.Typer) -> None:
               verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Scale a pool: up at once; down after draining the highest ordinals and waiting for their jobs."""
         from slurmk8s.actions.scale import run_scale
-        _run(verbose, lambda: run_scale(profile, pool, replicas, lab, timeout, _access(kubeconfig, context),
-                                        verbose, echo=typer.echo))
+        _run(verbose, lambda: run_scale(profile, pool, replicas,
+                                        _cluster(kubeconfig, context, lab=lab, verbose=verbose, timeout=timeout),
+                                        timeout, echo=typer.echo))
 
     @app.command()
     def diff(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -135,7 +138,7 @@ def register(app: typer.Typer) -> None:
         from slurmk8s.actions.diff import run_diff
         _check_output(output)
         plans = []
-        _run(verbose, lambda: plans.append(run_diff(profile, _access(kubeconfig, context), verbose=verbose,
+        _run(verbose, lambda: plans.append(run_diff(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
                                                     echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
         if plans[0].changed:
             # kubectl diff's convention: 1 means "there are differences". SystemExit, not typer.Exit: it leaves
@@ -150,15 +153,11 @@ def register(app: typer.Typer) -> None:
                timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
                verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Objects, pods, and `sinfo` from the controller. Exit 1 when the cluster is missing or not healthy."""
-        from slurmk8s.actions.status import health_line, run_status
+        from slurmk8s.actions.status import run_status
         _check_output(output)
-        found = []
-        _run(verbose, lambda: found.append(run_status(profile, _access(kubeconfig, context), verbose=verbose,
-                                                      echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
-        if found[0].problems:
-            from slurmk8s.profile.files import read_profile
-            from slurmk8s.errors import ClusterError
-            raise ClusterError(health_line(found[0], read_profile(profile).name))  # printed as one line, exit 1
+        # A cluster with problems ends in one line and exit 1, after the report.
+        _run(verbose, lambda: run_status(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
+                                         echo=typer.echo, output=output, note=_stderr, fail_unhealthy=True))
 
     @app.command()
     def down(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
@@ -172,8 +171,8 @@ def register(app: typer.Typer) -> None:
              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Remove the cluster's workloads; PVCs and Secrets stay unless --delete-data."""
         from slurmk8s.actions.down import run_down
-        _run(verbose, lambda: run_down(profile, _access(kubeconfig, context), delete_data=delete_data, yes=yes,
-                                       wait=wait, timeout=timeout, dry_run=dry_run, verbose=verbose,
+        _run(verbose, lambda: run_down(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
+                                       delete_data=delete_data, yes=yes, wait=wait, timeout=timeout, dry_run=dry_run,
                                        echo=typer.echo, ask=lambda q: typer.confirm(q, default=False)))
 
     accounts_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The profile's accounts, users and QoS in slurmdbd.")
@@ -189,8 +188,8 @@ def register(app: typer.Typer) -> None:
                        verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Apply the account and QoS tree with sacctmgr in slurmctld's pod: what `up` does last, for clusters GitOps deploys."""
         from slurmk8s.actions.accounts import run_accounts_apply
-        _run(verbose, lambda: run_accounts_apply(profile, _access(kubeconfig, context), delete=prune, timeout=timeout,
-                                                 verbose=verbose, echo=typer.echo))
+        _run(verbose, lambda: run_accounts_apply(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
+                                                 delete=prune, echo=typer.echo))
 
     secrets_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Secrets the cluster needs (created once, never overwritten).")
     app.add_typer(secrets_app, name="secrets")
@@ -202,5 +201,4 @@ def register(app: typer.Typer) -> None:
                        verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Create the profile's missing Secrets with random material (for GitOps: apply manifests elsewhere)."""
         from slurmk8s.actions.secrets import run_secrets_create
-        _run(verbose, lambda: run_secrets_create(profile, _access(kubeconfig, context), echo=typer.echo,
-                                                 verbose=verbose))
+        _run(verbose, lambda: run_secrets_create(profile, _cluster(kubeconfig, context, verbose=verbose), echo=typer.echo))

@@ -91,6 +91,10 @@ RULES = {
     and m != "slurmk8s.profile.files"  # the one reader of profile files
     and n.split(".")[0] in IO | {"kubernetes"},
     "only-kube-imports-kubernetes": lambda m, n, top: under(n, "kubernetes") and not under(m, "slurmk8s.kube"),
+    # Actions talk to a cluster through the client the CLI builds with actions.cluster.connect (its one factory).
+    "cli-reaches-clusters-only-through-actions": lambda m, n, top: under(m, *CLI) and under(n, "slurmk8s.kube", "slurmk8s.lab"),
+    "one-factory-builds-cluster-clients": lambda m, n, top: under(m, "slurmk8s.actions") and m != "slurmk8s.actions.cluster"
+    and under(n, "slurmk8s.kube.client", "slurmk8s.kube.cluster", "slurmk8s.lab.access"),
     "cli-imports-actions-lazily": lambda m, n, top: under(m, *CLI)
     and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images", "slurmk8s.render",
                        "slurmk8s.output"),
@@ -117,6 +121,20 @@ def test_the_order_refuses_upward_and_sideways_imports(added, expected) -> None:
     modules[module] = (names | {name}, top)
     found = violations(RULES["layers-in-one-order"], modules)
     assert (f"{module} imports {name}" in found) == (expected is not None), found
+
+
+@pytest.mark.parametrize("rule, added", [
+    ("cli-reaches-clusters-only-through-actions", ("slurmk8s.cli_cluster", "slurmk8s.kube.client")),
+    ("one-factory-builds-cluster-clients", ("slurmk8s.actions.scale", "slurmk8s.lab.access")),
+    ("one-factory-builds-cluster-clients", ("slurmk8s.actions.up", "slurmk8s.kube.client")),
+])
+def test_the_client_rules_refuse_a_second_way_to_a_cluster(rule, added) -> None:
+    """A CLI module that connects by itself, or an action that builds its own client, fails its rule."""
+    module, name = added
+    modules = dict(MODULES)
+    names, top = modules[module]
+    modules[module] = (names | {name}, top)
+    assert violations(RULES[rule], modules) == [f"{module} imports {name}"]
 
 
 @pytest.mark.parametrize("rule", RULES.values(), ids=RULES.keys())

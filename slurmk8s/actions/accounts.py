@@ -46,7 +46,7 @@ def apply_accounts(profile: Profile, run: RunFn, delete: bool = False,
 
 
 def run_from_exec(exec_fn: Callable[[list[str]], str]) -> RunFn:
-    """A RunFn over an exec that returns stdout and raises ClusterError on failure (kube.execpod)."""
+    """A RunFn over an exec that returns stdout and raises ClusterError on failure (a cluster's `slurm`)."""
     def run(argv: list[str]) -> tuple[int, str, str]:
         try:
             return 0, exec_fn(argv), ""
@@ -55,14 +55,16 @@ def run_from_exec(exec_fn: Callable[[list[str]], str]) -> RunFn:
     return run
 
 
-def run_accounts_apply(profile_path: str, access, *, delete: bool = False, timeout: float = 60,
-                       verbose: bool = False, echo: Callable[[str], None] = print,
-                       exec_in_controller: Callable[[list[str]], str] | None = None) -> list[list[str]]:
+def run_in_controller(cluster, bundle) -> RunFn:
+    """A RunFn over the cluster's Slurm commands in slurmctld's pod."""
+    return run_from_exec(lambda argv: cluster.slurm(bundle, argv))
+
+
+def run_accounts_apply(profile_path: str, cluster, *, delete: bool = False,
+                       echo: Callable[[str], None] = print) -> list[list[str]]:
     """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
     from slurmk8s.profile.files import read_profile
-    from slurmk8s.actions.up import controller_pod, header
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.kube.execpod import controller_exec
+    from slurmk8s.actions.up import header
     from slurmk8s.render import render
 
     profile = read_profile(profile_path)
@@ -71,14 +73,12 @@ def run_accounts_apply(profile_path: str, access, *, delete: bool = False, timeo
         echo(f"{profile_path}: nothing to apply: {reason}")
         return []
     bundle = render(profile)
-    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
-    echo(header(bundle, kube))
-    run = run_from_exec(exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster)))
-    done = apply_accounts(profile, run, delete=delete, log=echo)
+    echo(header(bundle, cluster))
+    done = apply_accounts(profile, run_in_controller(cluster, bundle), delete=delete, log=echo)
     echo(f"accounts: {len(done)} sacctmgr command(s) applied" if done
          else f"accounts: cluster {profile.name} already has the profile's tree")
     return done
 
 
-__all__ = ["apply_accounts", "busy_accounts", "read_tree", "run_accounts_apply", "run_from_exec"]
+__all__ = ["apply_accounts", "busy_accounts", "read_tree", "run_accounts_apply", "run_from_exec", "run_in_controller"]
 

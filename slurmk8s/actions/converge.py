@@ -19,39 +19,16 @@ import time
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.actions.scale import (DRAIN_REASON, PoolAccess, PoolSegment, SlurmFn, drain_and_shrink, pool_segments,
+from slurmk8s.actions.cluster import Cluster, PoolCluster
+from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, pool_segments,
                                     wait_power_down_settled)
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import Kube, dig
-from slurmk8s.kube.ownership import owned_selector
-from slurmk8s.kube.resources import builtin
+from slurmk8s.profile.model import Profile
 from slurmk8s.render import Bundle
-
-ReadReplicas = Callable[[str], int | None]  # a StatefulSet's live replicas; None when it does not exist
-
-
-def elastic_pools(bundle: Bundle) -> list[str]:
-    """Names of the bundle's pools that Slurm sizes (minReplicas < maxReplicas over all their StatefulSets)."""
-    ranges: dict[str, list[int]] = {}
-    for sts in bundle.of_kind("StatefulSet"):
-        notes = sts["metadata"].get("annotations", {})
-        pool = sts["metadata"].get("labels", {}).get(naming.LABEL_POOL)
-        if pool and naming.ANNOTATION_MAX_REPLICAS in notes:
-            tally = ranges.setdefault(pool, [0, 0])
-            tally[0] += int(notes.get(naming.ANNOTATION_MIN_REPLICAS, "0"))
-            tally[1] += int(notes[naming.ANNOTATION_MAX_REPLICAS])
-    return sorted(p for p, (low, high) in ranges.items() if low < high)
+from slurmk8s.render.topology import Segment
 
 
-def live_replicas(kube: Kube, namespace: str, statefulset: str) -> int | None:
-    """spec.replicas of a StatefulSet as it runs; None when it does not exist (yet)."""
-    found = kube.request("GET", builtin("apps/v1", "StatefulSet").item(namespace, statefulset),
-                         what=f"read StatefulSet/{statefulset}", tolerate=(404,))
-    replicas = dig(found.body, "spec", "replicas") if found.status == 200 else None
-    return replicas if isinstance(replicas, int) else None
-
-
-def into_range(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, timeout_s: float,
+def into_range(profile: Profile, bundle: Bundle, cluster: PoolCluster, timeout_s: float,
                dry_run: bool = False, poll_s: float = 2.0, log: Callable[[str], None] = print) -> None:
     """Bring every elastic pool that runs outside its (new) minReplicas..maxReplicas back into it.
 
@@ -59,46 +36,47 @@ def into_range(bundle: Bundle, read_replicas: ReadReplicas, access: PoolAccess, 
     sends the replicas the StatefulSet already has, and never conflicts with the manager of
     that field. Raises ClusterError when jobs still run on nodes above a lowered max after
     timeout_s: the nodes then stay drained, nothing is scaled, and `up` applies nothing.
+    A dry run only reads.
     """
     end = time.monotonic() + timeout_s
-    for pool in elastic_pools(bundle):
-        segments = pool_segments(bundle, pool)
-        live = {s.statefulset: read_replicas(s.statefulset) for s in segments}
+    for pool in elastic_pools(profile):
+        segments = pool_segments(profile, pool)
+        live = {s.statefulset: cluster.live_replicas(bundle, s.statefulset) for s in segments}
         present = {name: n for name, n in live.items() if n is not None}  # a new StatefulSet is the apply's
-        _raise_to_min(pool, segments, present, access, end, timeout_s, poll_s, dry_run, log)
-        _shrink_to_max(pool, segments, present, access, end, timeout_s, poll_s, dry_run, log)
+        _raise_to_min(pool, segments, present, cluster, bundle, end, timeout_s, poll_s, dry_run, log)
+        _shrink_to_max(pool, segments, present, cluster, bundle, end, timeout_s, poll_s, dry_run, log)
 
 
-def _raise_to_min(pool: str, segments: list[PoolSegment], live: dict[str, int], access: PoolAccess, end: float,
-                  timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
+def _raise_to_min(pool: str, segments: list[Segment], live: dict[str, int], cluster: PoolCluster, bundle: Bundle,
+                  end: float, timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
     """Start the pods below each StatefulSet's minReplicas, once Slurm no longer powers those nodes down."""
     under = {s.statefulset: s.min_replicas for s in segments
              if s.statefulset in live and live[s.statefulset] < s.min_replicas}
     if not under:
         return
     low, running = sum(s.min_replicas for s in segments), sum(live.values())
-    nodes = ",".join(naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in under
+    nodes = ",".join(s.node(i) for s in segments if s.statefulset in under
                      for i in range(live[s.statefulset], s.min_replicas))
     if dry_run:
         log(f"pool {pool}: minReplicas is {low} but {running} run: would start {nodes}")
         return
-    wait_power_down_settled(pool, nodes.split(","), access.slurm, end, timeout_s, poll_s, log)
+    wait_power_down_settled(pool, nodes.split(","), cluster, bundle, end, timeout_s, poll_s, log)
     for statefulset, target in under.items():
-        access.set_replicas(statefulset, target)
+        cluster.set_replicas(bundle, statefulset, target)
         live[statefulset] = target
     log(f"pool {pool}: minReplicas is {low} but {running} ran: started {nodes}")
 
 
-def _shrink_to_max(pool: str, segments: list[PoolSegment], live: dict[str, int], access: PoolAccess, end: float,
-                   timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
+def _shrink_to_max(pool: str, segments: list[Segment], live: dict[str, int], cluster: PoolCluster, bundle: Bundle,
+                   end: float, timeout_s: float, poll_s: float, dry_run: bool, log: Callable[[str], None]) -> None:
     """Drain the nodes above each StatefulSet's maxReplicas, wait for their jobs, then remove their pods."""
-    over = {s.statefulset: s.max_replicas for s in segments
-            if s.statefulset in live and live[s.statefulset] > s.max_replicas}
+    over = {s.statefulset: s.slots for s in segments
+            if s.statefulset in live and live[s.statefulset] > s.slots}
     if not over:
         return
-    high, running = sum(s.max_replicas for s in segments), sum(live.values())
-    nodes = ",".join(naming.slurm_node_name(pool, s.offset + i) for s in segments if s.statefulset in over
-                     for i in range(s.max_replicas, live[s.statefulset]))
+    high, running = sum(s.slots for s in segments), sum(live.values())
+    nodes = ",".join(s.node(i) for s in segments if s.statefulset in over
+                     for i in range(s.slots, live[s.statefulset]))
     if dry_run:
         log(f"pool {pool}: maxReplicas is {high} but {running} run: would drain {nodes}, "
             "wait for their jobs, then remove their pods")
@@ -106,41 +84,41 @@ def _shrink_to_max(pool: str, segments: list[PoolSegment], live: dict[str, int],
     log(f"pool {pool}: maxReplicas is {high} but {running} run: removing {nodes} first")
     try:
         # Kept drained: the new slurm.conf drops these nodes, and power saving must not resume them meanwhile.
-        drain_and_shrink(pool, [s for s in segments if s.statefulset in live], live, over, access, end,
+        drain_and_shrink(pool, [s for s in segments if s.statefulset in live], live, over, cluster, bundle, end,
                          timeout_s, poll_s, log, hand_back=False)
     except ClusterError as e:
         raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
 
 
-def drain_dropped(kube: Kube, bundle: Bundle, access: PoolAccess, timeout_s: float, dry_run: bool = False,
+def drain_dropped(bundle: Bundle, cluster: Cluster, timeout_s: float, dry_run: bool = False,
                   poll_s: float = 2.0, log: Callable[[str], None] = print) -> None:
     """Empty, without killing a job, the pool StatefulSets the profile dropped (a pool or a topology leaf removed)
     before prune deletes them: their nodes drained, their jobs waited for, then their pods removed.
 
     The nodes stay drained: the new slurm.conf no longer has them (or gives them to another
     StatefulSet, which starts them again). On timeout nothing is applied, as for a lowered max.
+    A dry run only reads.
     """
     wanted = {o["metadata"]["name"] for o in bundle.of_kind("StatefulSet")}
-    listing = kube.request("GET", builtin("apps/v1", "StatefulSet").collection(bundle.namespace),
-                           what="list statefulsets",
-                           query=[("labelSelector", f"{owned_selector(bundle.cluster)},"
-                                                    f"{naming.LABEL_COMPONENT}={naming.WORKER}")])
+    listing = cluster.pool_statefulsets(bundle)
     end = time.monotonic() + timeout_s
-    for item in listing.items():
+    for item in listing:
         name, labels = item["metadata"]["name"], item["metadata"].get("labels") or {}
-        pool, replicas = labels.get(naming.LABEL_POOL), dig(item, "spec", "replicas")
+        spec = item.get("spec")
+        pool, replicas = labels.get(naming.LABEL_POOL), spec.get("replicas") if isinstance(spec, dict) else None
         if name in wanted or not pool or not isinstance(replicas, int) or replicas <= 0:
             continue
+        # Gone from the profile: what it runs is known only from the live object.
         first = int((item["metadata"].get("annotations") or {}).get(naming.ANNOTATION_FIRST_NODE, "0"))
-        segment = PoolSegment(name, first, 0, replicas)
+        segment = Segment(pool, None, name, first, replicas, replicas, 0, ())
         nodes = naming.slurm_node_span(pool, first, replicas)
         if dry_run:
             log(f"StatefulSet/{name} left the profile: would drain {nodes}, wait for their jobs, then remove its pods")
             continue
         log(f"StatefulSet/{name} left the profile: removing {nodes} first")
         try:
-            drain_and_shrink(pool, [segment], {name: replicas}, {name: 0}, access, end, timeout_s, poll_s, log,
-                             hand_back=False)
+            drain_and_shrink(pool, [segment], {name: replicas}, {name: 0}, cluster, bundle, end, timeout_s, poll_s,
+                             log, hand_back=False)
         except ClusterError as e:
             raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
 
@@ -155,14 +133,14 @@ def parse_reasons(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def own_drains(slurm: SlurmFn, nodes: list[str]) -> list[str]:
+def own_drains(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
     """Those of nodes that are drained or draining with `slurmk8s scale`'s reason."""
-    states = parse_reasons(slurm(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%t|%E"]))
+    states = parse_reasons(cluster.slurm(bundle, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%t|%E"]))
     return [n for n in nodes if n in states and states[n][0].startswith(("drain", "drng"))
             and states[n][1] == DRAIN_REASON]
 
 
-def resume_own_drains(bundle: Bundle, read_replicas: ReadReplicas, slurm: SlurmFn,
+def resume_own_drains(profile: Profile, bundle: Bundle, cluster: PoolCluster,
                       log: Callable[[str], None] = print) -> list[str]:
     """Resume the elastic pools' nodes a failed `slurmk8s scale` left drained; returns them.
 
@@ -170,29 +148,28 @@ def resume_own_drains(bundle: Bundle, read_replicas: ReadReplicas, slurm: SlurmF
     (powered down, then the drain cleared), as a finished scale-down would have done.
     """
     resumed: list[str] = []
-    for pool in elastic_pools(bundle):
-        segments = pool_segments(bundle, pool)
-        running, idle = _nodes_by_pod(read_replicas, pool, segments)
-        drained = own_drains(slurm, running + idle)
+    for pool in elastic_pools(profile):
+        running, idle = _nodes_by_pod(cluster, bundle, pool_segments(profile, pool))
+        drained = own_drains(cluster, bundle, running + idle)
         back_up = [n for n in running if n in drained]
         handed_back = [n for n in idle if n in drained]
         if handed_back:
             hostlist = ",".join(handed_back)
-            slurm(["scontrol", "update", f"nodename={hostlist}", "state=power_down_force"])
-            slurm(["scontrol", "update", f"nodename={hostlist}", "state=resume"])
+            cluster.slurm(bundle, ["scontrol", "update", f"nodename={hostlist}", "state=power_down_force"])
+            cluster.slurm(bundle, ["scontrol", "update", f"nodename={hostlist}", "state=resume"])
             log(f"pool {pool}: {hostlist} left drained by slurmk8s; handed back to power saving")
         if back_up:
-            slurm(["scontrol", "update", f"nodename={','.join(back_up)}", "state=resume"])
+            cluster.slurm(bundle, ["scontrol", "update", f"nodename={','.join(back_up)}", "state=resume"])
             log(f"pool {pool}: {','.join(back_up)} left drained by slurmk8s; resumed")
         resumed += back_up + handed_back
     return resumed
 
 
-def _nodes_by_pod(read_replicas: ReadReplicas, pool: str, segments: list[PoolSegment]) -> tuple[list[str], list[str]]:
+def _nodes_by_pod(cluster: PoolCluster, bundle: Bundle, segments: list[Segment]) -> tuple[list[str], list[str]]:
     """(nodes of the pool whose pod the StatefulSet keeps, nodes without one), within the profile's maxReplicas."""
     running, idle = [], []
     for s in segments:
-        n = read_replicas(s.statefulset) or 0
-        for i in range(s.max_replicas):
-            (running if i < n else idle).append(naming.slurm_node_name(pool, s.offset + i))
+        n = cluster.live_replicas(bundle, s.statefulset) or 0
+        for i in range(s.slots):
+            (running if i < n else idle).append(s.node(i))
     return running, idle

@@ -51,7 +51,7 @@ def format_plan_diff(plan) -> str:
     return "".join(parts)
 
 
-def plan_document(plan, bundle, kube) -> dict[str, Any]:
+def plan_document(plan, bundle, cluster) -> dict[str, Any]:
     """`diff -o json|yaml`: what would change, object by object (live and applied), Secrets by name only."""
     from slurmk8s.kube.apply import ACTIONS, KEPT, UNCHANGED
     changes = []
@@ -63,37 +63,33 @@ def plan_document(plan, bundle, kube) -> dict[str, Any]:
         if not c.ref.startswith("Secret/"):
             entry.update(live=c.before, applied=c.after)
         changes.append(entry)
-    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
+    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
             "changed": plan.changed, "counts": {a: plan.count(a) for a in ACTIONS}, "changes": changes}
 
 
-def run_diff(profile_path: str, access, verbose: bool = False, echo: Callable[[str], None] = print,
-             workers: int = 8, timeout: float = 60, output: str = "text",
-             note: Callable[[str], None] | None = None):
+def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, workers: int = 8,
+             output: str = "text", note: Callable[[str], None] | None = None, timeout: float = 60):
     """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
-    from slurmk8s.actions.render import render_file
+    from slurmk8s.actions.converge import drain_dropped, into_range
     from slurmk8s.actions.secrets import secret_factory
     from slurmk8s.actions.up import day_two_of_plan, header, summary_line
-    from slurmk8s.kube.apply import apply_bundle
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas
-    from slurmk8s.actions.scale import PoolAccess
+    from slurmk8s.profile.files import read_profile
+    from slurmk8s.render import render
 
-    bundle = render_file(profile_path)
-    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
+    profile = read_profile(profile_path)
+    bundle = render(profile)
     say = echo if output == "text" else note or echo
-    say(header(bundle, kube))
+    say(header(bundle, cluster))
 
     def resize() -> None:
         """What `up` does to the pools before its writes, as a dry run (reads only)."""
-        into_range(bundle, lambda sts: live_replicas(kube, bundle.namespace, sts), PoolAccess(None, None, None),
-                   timeout, dry_run=True, log=say)
-        drain_dropped(kube, bundle, PoolAccess(None, None, None), timeout, dry_run=True, log=say)
+        into_range(profile, bundle, cluster, timeout, dry_run=True, log=say)
+        drain_dropped(bundle, cluster, timeout, dry_run=True, log=say)
 
-    plan = apply_bundle(kube, bundle, secret_factory(bundle), dry_run=True, workers=workers, before_writes=resize)
+    plan = cluster.apply(bundle, secret_factory(bundle), dry_run=True, workers=workers, before_writes=resize)
     day_two = day_two_of_plan(plan, bundle, bundle.version)
     if output != "text":
-        document = plan_document(plan, bundle, kube)
+        document = plan_document(plan, bundle, cluster)
         document["restarts"] = [{"workload": r.ref, "pods": list(r.pods), "reasons": list(r.reasons)}
                                 for r in day_two.restarts]
         document["inPlace"] = list(day_two.in_place)

@@ -21,24 +21,21 @@ def confirm_data_deletion(cluster: str, namespace: str, yes: bool, ask: Callable
         raise UsageError("not confirmed; nothing deleted")
 
 
-def run_down(profile_path: str, access, *, delete_data: bool = False, yes: bool = False, wait: bool = True,
-             timeout: float = 300, dry_run: bool = False, verbose: bool = False,
-             echo: Callable[[str], None] = print, ask: Callable[[str], bool] | None = None,
-             interactive: bool | None = None):
+def run_down(profile_path: str, cluster, *, delete_data: bool = False, yes: bool = False, wait: bool = True,
+             timeout: float = 300, dry_run: bool = False, echo: Callable[[str], None] = print,
+             ask: Callable[[str], bool] | None = None, interactive: bool | None = None):
     """Delete the profile's cluster from Kubernetes; returns the Plan of deletions."""
     from slurmk8s.actions.render import render_file
     from slurmk8s.actions.up import header
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.kube.teardown import DELETED, WOULD_DELETE, tear_down
+    from slurmk8s.kube.teardown import DELETED, WOULD_DELETE
 
     bundle = render_file(profile_path)
     if delete_data and not dry_run:
         confirm_data_deletion(bundle.cluster, bundle.namespace, yes, ask,
                               sys.stdin.isatty() if interactive is None else interactive)
-    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
-    echo(f"{'dry run: ' if dry_run else ''}{header(bundle, kube)}")
-    plan, kept = tear_down(kube, bundle, delete_data=delete_data, wait_timeout=timeout if wait else None,
-                           dry_run=dry_run, progress=echo)
+    echo(f"{'dry run: ' if dry_run else ''}{header(bundle, cluster)}")
+    plan, kept = cluster.tear_down(bundle, delete_data=delete_data, wait_timeout=timeout if wait else None,
+                                   dry_run=dry_run, progress=echo)
     deleted = plan.count(WOULD_DELETE if dry_run else DELETED)
     echo(f"{'dry run: would delete' if dry_run else 'deleted'} {deleted} object(s) of cluster {bundle.cluster}")
     if kept:

@@ -15,7 +15,6 @@ from typing import Callable
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError, FieldError, ProfileError
 
-ExecFn = Callable[[list[str]], str]
 # Workloads held back in the first pass of a Slurm upgrade: they follow once slurmdbd runs the new release.
 AFTER_SLURMDBD = (naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
 
@@ -26,35 +25,32 @@ def rollout_settings(profile, ready_timeout: float, interval: float = 5):
                     ready_timeout=ready_timeout, interval=interval)
 
 
-def roll_pools(kube, bundle, profile, run_exec: ExecFn, *, pool: str | None = None, ready_timeout: float = 600,
+def roll_pools(cluster, bundle, profile, *, pool: str | None = None, ready_timeout: float = 600,
                interval: float = 5, say: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
     """Replace every stale slurmd pod (of one pool, or all), drain first; ClusterError when it stops."""
-    from slurmk8s.kube import rollout as live
     from slurmk8s.render.rollout import Effects, RolloutStopped, run_rollout
-    effects = Effects(statefulsets=lambda: live.pool_statefulsets(kube, bundle),
-                      pods=lambda: live.worker_pods(kube, bundle),
-                      delete_pod=lambda name: live.delete_pod(kube, bundle.namespace, name),
-                      slurm=run_exec, clock=clock, sleep=sleep, say=say)
+    effects = Effects(statefulsets=lambda: cluster.pool_statefulsets(bundle),
+                      pods=lambda: cluster.worker_pods(bundle),
+                      delete_pod=lambda name: cluster.delete_pod(bundle, name),
+                      slurm=lambda argv: cluster.slurm(bundle, argv), clock=clock, sleep=sleep, say=say)
     try:
         return run_rollout(effects, rollout_settings(profile, ready_timeout, interval), pool)
     except RolloutStopped as e:
         raise ClusterError(str(e)) from e
 
 
-def waiting_pods(kube, bundle) -> int:
+def waiting_pods(cluster, bundle) -> int:
     """How many slurmd pods wait for a rollout."""
-    from slurmk8s.kube import rollout as live
     from slurmk8s.render.rollout import pods_waiting
-    return pods_waiting(live.pool_statefulsets(kube, bundle), live.worker_pods(kube, bundle))
+    return pods_waiting(cluster.pool_statefulsets(bundle), cluster.worker_pods(bundle))
 
 
-def check_upgrade(kube, bundle, profile) -> dict[str, str]:
+def check_upgrade(cluster, bundle, profile) -> dict[str, str]:
     """The live Slurm release per component; ProfileError (exit 2, one line) when the profile's release
     is a step Slurm does not support from any of them."""
-    from slurmk8s.kube.rollout import live_slurm_versions
     from slurmk8s.versions import key, upgrade_problem
-    live = live_slurm_versions(kube, bundle)
+    live = cluster.slurm_versions(bundle)
     if live:
         oldest = min(live.values(), key=key)
         newest = max(live.values(), key=key)
@@ -64,11 +60,10 @@ def check_upgrade(kube, bundle, profile) -> dict[str, str]:
     return live
 
 
-def upgrade_slurmdbd_first(kube, bundle, live: dict[str, str], apply: Callable, *, timeout: float,
+def upgrade_slurmdbd_first(cluster, bundle, live: dict[str, str], apply: Callable, *, timeout: float,
                            progress: Callable[[str], None]) -> bool:
     """When the release changes and slurmdbd runs, apply everything but slurmctld, slurmd and the clients
     first and wait for slurmdbd on the new release (Slurm's order). True when it did."""
-    from slurmk8s.kube.wait import wait_until_usable
     if not any(v != bundle.version for v in live.values()) or naming.ACCOUNTING not in live:
         return False
     held = [o for o in bundle.objects if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet", "ScaledObject")
@@ -76,31 +71,25 @@ def upgrade_slurmdbd_first(kube, bundle, live: dict[str, str], apply: Callable, 
     first = dataclasses.replace(bundle, objects=tuple(o for o in bundle.objects if o not in held))
     progress(f"slurm upgrade {live.get(naming.ACCOUNTING)} -> {bundle.version}: slurmdbd first")
     apply(first)
-    wait_until_usable(kube, first, None, timeout=timeout, progress=progress)
+    cluster.wait_until_usable(first, timeout=timeout, progress=progress, ask_slurm=False)
     return True
 
 
-def run_rollout_command(profile_path: str, access, *, pool: str | None = None, timeout: float = 600,
-                        verbose: bool = False, echo: Callable[[str], None] = print,
-                        progress: Callable[[str], None] | None = None,
-                        exec_in_controller: ExecFn | None = None, interval: float = 5):
+def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, timeout: float = 600,
+                        echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None,
+                        interval: float = 5):
     """`slurmk8s rollout PROFILE [--pool P]`."""
-    from slurmk8s.actions.up import controller_pod, header
+    from slurmk8s.actions.up import header
     from slurmk8s.errors import UsageError
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.kube.execpod import controller_exec
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
     profile = read_profile(profile_path)
     if pool is not None and pool not in {p.name for p in profile.pools}:
         raise UsageError(f"--pool {pool}: the profile has no such pool (pools: {', '.join(p.name for p in profile.pools)})")
     bundle = render(profile)
-    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
-    echo(header(bundle, kube))
-    run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
+    echo(header(bundle, cluster))
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))  # as `up` reports its wait
-    outcome = roll_pools(kube, bundle, profile, run_exec, pool=pool, ready_timeout=timeout, interval=interval,
-                         say=progress)
+    outcome = roll_pools(cluster, bundle, profile, pool=pool, ready_timeout=timeout, interval=interval, say=progress)
     if not outcome.replaced:
         echo("rollout: every slurmd pod is on its StatefulSet's current revision")
     return outcome

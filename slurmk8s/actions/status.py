@@ -21,9 +21,9 @@ def format_status(status) -> str:
     return f"{objects}\n\n{pods}\n\nsinfo:\n{status.sinfo}\n"
 
 
-def status_document(status, bundle, kube, view=None) -> dict:
+def status_document(status, bundle, cluster, view=None) -> dict:
     """`status -o json|yaml`: the same sections, plus whether the cluster is healthy and why not (docs/status.md)."""
-    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": kube.source, "server": kube.host,
+    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
             "healthy": not status.problems, "problems": list(status.problems),
             "objects": [{"ref": o.ref, "kind": o.ref.split("/", 1)[0], "name": o.ref.split("/", 1)[1], "state": o.state}
                         for o in status.objects],
@@ -73,33 +73,32 @@ def health_line(status, cluster: str) -> str:
     return f"cluster {cluster} is not healthy: {shown}"
 
 
-def run_status(profile_path: str, access, verbose: bool = False, echo: Callable[[str], None] = print,
-               exec_in_controller: Callable[[list[str]], str] | None = None, timeout: float = 60,
-               output: str = "text", note: Callable[[str], None] | None = None):
-    """Print the state of the profile's cluster (tables, or one JSON/YAML document); returns the ClusterStatus."""
+def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, output: str = "text",
+               note: Callable[[str], None] | None = None, fail_unhealthy: bool = False):
+    """Print the state of the profile's cluster (tables, or one JSON/YAML document); returns the ClusterStatus.
+
+    With fail_unhealthy, a cluster with problems then raises ClusterError (one line, exit 1).
+    """
+    from dataclasses import replace
+
     from slurmk8s.actions.diff import format_document
     from slurmk8s.actions.render import render_file
-    from slurmk8s.actions.up import controller_pod, header
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.kube.execpod import controller_exec
-    from slurmk8s.kube.inspect import cluster_status
-
-    from dataclasses import replace
     from slurmk8s.actions.slurmview import format_view
+    from slurmk8s.actions.up import header
 
     bundle = render_file(profile_path)
-    kube = connect(access, verbose=verbose, timeout=request_budget(timeout))
-    pod = controller_pod(bundle.cluster)
-    run = exec_in_controller or controller_exec(kube, bundle.namespace, pod)
-    status = cluster_status(kube, bundle, run, pod)
-    view = slurm_view(status, run, bundle)
+    status = cluster.status(bundle)
+    view = slurm_view(status, lambda argv: cluster.slurm(bundle, argv), bundle)
     status = replace(status, problems=status.problems + view.problems)  # a degraded Slurm makes status exit 1
     if output != "text":
-        (note or echo)(header(bundle, kube))
-        echo(format_document(status_document(status, bundle, kube, view), output).rstrip("\n"))
-        return status
-    echo(header(bundle, kube) + "\n")
-    echo(format_status(status).rstrip("\n"))
-    if not view.error:
-        echo("\n" + format_view(view, partitions_of(bundle)))
+        (note or echo)(header(bundle, cluster))
+        echo(format_document(status_document(status, bundle, cluster, view), output).rstrip("\n"))
+    else:
+        echo(header(bundle, cluster) + "\n")
+        echo(format_status(status).rstrip("\n"))
+        if not view.error:
+            echo("\n" + format_view(view, partitions_of(bundle)))
+    if fail_unhealthy and status.problems:
+        from slurmk8s.errors import ClusterError
+        raise ClusterError(health_line(status, bundle.cluster))
     return status

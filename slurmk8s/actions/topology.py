@@ -116,12 +116,8 @@ def render_section(section: dict, unlabelled: list[str]) -> str:
     return head + text
 
 
-def run_discover(kubeconfig: str | None, context: str | None, plugin: str, labels: str, pool: str | None = None,
-                 verbose: bool = False) -> tuple[str, list[str]]:
+def run_discover(cluster, plugin: str, labels: str, pool: str | None = None) -> tuple[str, list[str]]:
     """Read the cluster's nodes and return (the topology section as YAML, unlabelled nodes)."""
     parse_labels(plugin, labels)  # refused before any connection
-    from slurmk8s.kube.client import Access, connect
-    from slurmk8s.kube.nodes import list_node_labels
-    nodes = list_node_labels(connect(Access(kubeconfig, context), verbose=verbose))
-    section, unlabelled = discover_topology(nodes, plugin, labels, pool)
+    section, unlabelled = discover_topology(cluster.node_labels(), plugin, labels, pool)
     return render_section(section, unlabelled), unlabelled

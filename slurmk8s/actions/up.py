@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
+from slurmk8s.actions.cluster import Cluster
 
 
 @dataclass(frozen=True)
@@ -23,14 +24,9 @@ class UpOptions:
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
 
 
-def controller_pod(cluster: str) -> str:
-    """The primary slurmctld pod, where `sinfo`/`scontrol` run."""
-    return naming.pod_name(naming.component_name(cluster, naming.CONTROLLER), 0)
-
-
-def header(bundle, kube) -> str:
+def header(bundle, cluster: Cluster) -> str:
     """Which cluster, namespace, kubeconfig context and API server a command acts on."""
-    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({kube.source}, {kube.host})"
+    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
 
 
 def summary_line(plan, secrets_total: int) -> str:
@@ -46,14 +42,6 @@ def summary_line(plan, secrets_total: int) -> str:
     return f"{', '.join(counts)}; secrets: {made} created, {kept} kept"
 
 
-def pool_access(kube, bundle, slurm):
-    """PoolAccess for the bundle's pools on a cluster: the scale subresource and Slurm in the controller."""
-    from slurmk8s.actions.scale import PoolAccess
-    from slurmk8s.kube import scale as kscale
-    return PoolAccess(lambda sts: kscale.get_replicas(kube, bundle.namespace, sts),
-                      lambda sts, n: kscale.set_replicas(kube, bundle.namespace, sts, n), slurm)
-
-
 def slurm_files(bundle) -> dict[str, str]:
     """The data of the Slurm ConfigMap (slurm.conf and its companions) as rendered."""
     return dict(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"])
@@ -65,70 +53,58 @@ def day_two_of_plan(plan, bundle, version: str):
     return explain(plan.changes, naming.config_map(bundle.cluster), version, slurm_files(bundle))
 
 
-def apply_in_place(kube, bundle, run_exec, timeout: float, echo: Callable[[str], None]) -> None:
+def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None]) -> None:
     """Make slurmctld read the applied Slurm files and push them to every slurmd (`scontrol reconfigure`)."""
     from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, reconfigure_in_place
-    from slurmk8s.kube.podnudge import annotate_pod
     sts = naming.component_name(bundle.cluster, naming.CONTROLLER)
     pods = [naming.pod_name(sts, i) for i in range(bundle.find("StatefulSet", sts)["spec"]["replicas"])]
     reconfigure_in_place(slurm_files(bundle), pods,
-                         lambda pod, value: annotate_pod(kube, bundle.namespace, pod, ANNOTATION_CONFIG_SEEN, value),
-                         run_exec, timeout=min(timeout, 300), say=echo)
+                         lambda pod, value: cluster.annotate_pod(bundle, pod, ANNOTATION_CONFIG_SEEN, value),
+                         lambda argv: cluster.slurm(bundle, argv), timeout=min(timeout, 300), say=echo)
 
 
-def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
-           progress: Callable[[str], None] | None = None,
-           exec_in_controller: Callable[[list[str]], str] | None = None):
+def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
+           progress: Callable[[str], None] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
     from slurmk8s.profile.files import read_profile
     from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.kube.apply import UNCHANGED, KEPT, apply_bundle
-    from slurmk8s.kube.client import connect, request_budget
-    from slurmk8s.kube.execpod import controller_exec
-    from slurmk8s.kube.wait import wait_until_usable
+    from slurmk8s.kube.apply import UNCHANGED, KEPT
     from slurmk8s.render import render
-    from slurmk8s.actions.converge import drain_dropped, into_range, live_replicas, resume_own_drains
+    from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
     bundle = render(profile)
-    kube = connect(access, verbose=options.verbose, pool_size=max(options.workers, 4) * 2,
-                   timeout=request_budget(options.timeout))
     verb = "would be" if options.dry_run else ""
-    echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, kube)}")
+    echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")
     quiet = (UNCHANGED, KEPT)
     from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
-    live_versions = check_upgrade(kube, bundle, profile)  # refuses a jump Slurm cannot take, before any write
+    live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write
     if not options.dry_run:
-        from slurmk8s.kube.rollout import clear_rolling_update
-        for name in clear_rolling_update(kube, bundle):
+        for name in cluster.clear_rolling_update(bundle):
             echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
-        upgrade_slurmdbd_first(kube, bundle, live_versions, lambda first: apply_bundle(
-            kube, first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
+        upgrade_slurmdbd_first(cluster, bundle, live_versions, lambda first: cluster.apply(
+            first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
             prune=False), timeout=options.timeout, progress=progress)
-    run_exec = exec_in_controller or controller_exec(kube, bundle.namespace, controller_pod(bundle.cluster))
-    read_replicas = lambda sts: live_replicas(kube, bundle.namespace, sts)  # noqa: E731
 
     def pools_into_range() -> None:
         """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
         drained while the running slurm.conf still knows their nodes."""
-        pools = pool_access(kube, bundle, run_exec)
-        into_range(bundle, read_replicas, pools, options.timeout, dry_run=options.dry_run, log=echo)
+        into_range(profile, bundle, cluster, options.timeout, dry_run=options.dry_run, log=echo)
         if options.prune:  # prune would delete their pods, jobs or not
-            drain_dropped(kube, bundle, pools, options.timeout, dry_run=options.dry_run, log=echo)
+            drain_dropped(bundle, cluster, options.timeout, dry_run=options.dry_run, log=echo)
 
     day_two = None
     if not options.dry_run:
         # Before writing: which pods the change restarts and why, and what Slurm takes in place.
-        preview = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers, dry_run=True,
-                               force_conflicts=options.force_conflicts,
-                               prune=options.prune)
+        preview = cluster.apply(bundle, secret_factory(bundle), workers=options.workers, dry_run=True,
+                                force_conflicts=options.force_conflicts, prune=options.prune)
         day_two = day_two_of_plan(preview, bundle, profile.version)
         for line in day_two.lines():
             echo(line)
-    plan = apply_bundle(kube, bundle, secret_factory(bundle), workers=options.workers,
-                        force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
-                        before_writes=pools_into_range)
+    plan = cluster.apply(bundle, secret_factory(bundle), workers=options.workers,
+                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
+                         before_writes=pools_into_range)
     for change in plan.changes:
         if options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
@@ -142,19 +118,19 @@ def run_up(profile_path: str, access, options: UpOptions = UpOptions(), echo: Ca
         if day_two.slurm_files_changed:
             echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
         return plan
-    wait_until_usable(kube, bundle, run_exec, timeout=options.timeout, progress=progress)
-    resume_own_drains(bundle, read_replicas, run_exec, log=echo)
+    cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
+    resume_own_drains(profile, bundle, cluster, log=echo)
     if day_two.slurm_files_changed:
-        apply_in_place(kube, bundle, run_exec, options.timeout, echo)
-    from slurmk8s.actions.accounts import apply_accounts, run_from_exec
-    applied = apply_accounts(profile, run_from_exec(run_exec), log=echo)
+        apply_in_place(cluster, bundle, options.timeout, echo)
+    from slurmk8s.actions.accounts import apply_accounts, run_in_controller
+    applied = apply_accounts(profile, run_in_controller(cluster, bundle), log=echo)
     if applied:
         echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
     from slurmk8s.actions.rollout import roll_pools, waiting_pods
     if options.rollout:
-        roll_pools(kube, bundle, profile, run_exec, ready_timeout=options.timeout, say=progress)
+        roll_pools(cluster, bundle, profile, ready_timeout=options.timeout, say=progress)
     else:
-        waiting = waiting_pods(kube, bundle)
+        waiting = waiting_pods(cluster, bundle)
         if waiting:
             echo(f"{waiting} slurmd pod(s) wait for `slurmk8s rollout` (drain, then replace)")
     echo(f"cluster {bundle.cluster} is ready")

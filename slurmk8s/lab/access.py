@@ -1,4 +1,5 @@
-"""A running lab as a cluster for `slurmk8s scale --lab`: its scale API and its controller pod."""
+"""A running lab as the pool part of a cluster (actions/cluster.py PoolCluster), for `slurmk8s scale --lab`:
+its statefulsets/scale API and its controller pod."""
 
 from __future__ import annotations
 
@@ -12,19 +13,37 @@ from slurmk8s.lab.errors import LabError
 from slurmk8s.render import Bundle
 
 
-def lab_pool_access(bundle: Bundle):
-    """(get_replicas, set_replicas, slurm) bound to the bundle's running lab (started by `lab up`)."""
-    lab_id = lab_id_of(bundle)
-    state = load_state(lab_id)
-    api = state.get("api")
-    if not api:
-        raise LabError(f"lab {lab_id} serves no scale API (no elastic pool, or not started by `slurmk8s lab up`)")
-    context = ssl.create_default_context(cafile=api["ca"])
-    context.check_hostname = False
+class LabCluster:
+    """The bundle's running lab (started by `lab up`); found from the bundle on each call."""
 
-    def call(method: str, sts: str, body: dict | None = None) -> int:
+    def get_replicas(self, bundle: Bundle, statefulset: str) -> int:
+        return self._scale("GET", bundle, statefulset)
+
+    def set_replicas(self, bundle: Bundle, statefulset: str, replicas: int) -> None:
+        self._scale("PATCH", bundle, statefulset, {"spec": {"replicas": replicas}})
+
+    def live_replicas(self, bundle: Bundle, statefulset: str) -> int | None:
+        # The lab runs every StatefulSet of its bundle from boot: there is none it lacks.
+        return self.get_replicas(bundle, statefulset)
+
+    def slurm(self, bundle: Bundle, argv: list[str]) -> str:
+        controller = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
+        done = exec_in_lab(lab_id_of(bundle), argv, pod=controller, timeout=60)
+        if done.returncode != 0:
+            raise LabError(f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    @staticmethod
+    def _scale(method: str, bundle: Bundle, statefulset: str, body: dict | None = None) -> int:
+        """One call to the lab's statefulsets/scale API; the replicas it answers."""
+        lab_id = lab_id_of(bundle)
+        api = load_state(lab_id).get("api")
+        if not api:
+            raise LabError(f"lab {lab_id} serves no scale API (no elastic pool, or not started by `slurmk8s lab up`)")
+        context = ssl.create_default_context(cafile=api["ca"])
+        context.check_hostname = False
         url = (f"https://{api['address']}:{api['port']}/apis/apps/v1/namespaces/{bundle.namespace}"
-               f"/statefulsets/{sts}/scale")
+               f"/statefulsets/{statefulset}/scale")
         request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
                                          headers={"Authorization": f"Bearer {api['token']}",
                                                   "Content-Type": "application/merge-patch+json"})
@@ -32,14 +51,4 @@ def lab_pool_access(bundle: Bundle):
             with urllib.request.urlopen(request, context=context, timeout=600) as response:
                 return json.load(response)["spec"]["replicas"]
         except OSError as e:
-            raise LabError(f"lab scale API: {method} {sts}: {e}") from e
-
-    controller = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
-
-    def slurm(argv: list[str]) -> str:
-        done = exec_in_lab(lab_id, argv, pod=controller, timeout=60)
-        if done.returncode != 0:
-            raise LabError(f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()}")
-        return done.stdout
-
-    return (lambda sts: call("GET", sts)), (lambda sts, n: call("PATCH", sts, {"spec": {"replicas": n}})), slurm
+            raise LabError(f"lab scale API: {method} {statefulset}: {e}") from e

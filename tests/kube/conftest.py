@@ -53,13 +53,15 @@ def edited_profile(tmp_path):
 def up(kubeconfig):
     """up(profile, **options) runs `slurmk8s up` in-process against the stub and returns (plan, output lines)."""
     from slurmk8s.actions.up import UpOptions, run_up
-    from slurmk8s.kube.client import Access
+    from stubcluster import stub_cluster
 
     def run(profile: str = KIND_DEV, exec_fn=None, **options):
         lines: list[str] = []
         options.setdefault("wait", exec_fn is not None)
-        plan = run_up(profile, Access(kubeconfig), UpOptions(**options), echo=lines.append,
-                      progress=lines.append, exec_in_controller=exec_fn)
+        up_options = UpOptions(**options)
+        cluster = stub_cluster(kubeconfig, exec_fn, verbose=up_options.verbose, timeout=up_options.timeout,
+                               pool_size=max(up_options.workers, 4) * 2)  # as actions.cluster.connect sizes it for up
+        plan = run_up(profile, cluster, up_options, echo=lines.append, progress=lines.append)
         return plan, lines
     return run
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import GPU_IB, KIND_DEV
+from stubcluster import stub_cluster
 from test_cli import one_line_error, slurmk8s
 
 from slurmk8s.actions.accounts import run_accounts_apply
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import Access
 from slurmk8s.render.accounts import desired_tree, fresh_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
@@ -33,12 +33,12 @@ def test_applies_the_tree_then_finds_nothing_to_do(stub, kubeconfig):
     profile = read_profile(GPU_IB)
     db = FakeSacctmgr(fresh_tree(profile.name))
     lines: list[str] = []
-    done = run_accounts_apply(GPU_IB, Access(kubeconfig), echo=lines.append, exec_in_controller=exec_of(db))
+    done = run_accounts_apply(GPU_IB, stub_cluster(kubeconfig, exec_of(db)), echo=lines.append)
     assert done and done == db.commands
     assert lines[0].startswith("cluster research in namespace hpc (context stub")
     assert lines[-1] == f"accounts: {len(done)} sacctmgr command(s) applied"
     again: list[str] = []
-    assert run_accounts_apply(GPU_IB, Access(kubeconfig), echo=again.append, exec_in_controller=exec_of(db)) == []
+    assert run_accounts_apply(GPU_IB, stub_cluster(kubeconfig, exec_of(db)), echo=again.append) == []
     assert again[-1] == "accounts: cluster research already has the profile's tree"
     assert not stub.calls("PATCH") and not stub.calls("POST")  # it reads the cluster, writes nothing to it
 
@@ -49,8 +49,7 @@ def test_prune_deletes_what_the_profile_dropped_but_not_busy_accounts(stub, kube
     current.accounts["old"] = type(current.accounts["physics"])("old", "root", 1, ("normal",), "")
     current.accounts["running"] = type(current.accounts["physics"])("running", "root", 1, ("normal",), "")
     db = FakeSacctmgr(current, busy=("running",))
-    done = run_accounts_apply(GPU_IB, Access(kubeconfig), delete=True, echo=lambda line: None,
-                              exec_in_controller=exec_of(db))
+    done = run_accounts_apply(GPU_IB, stub_cluster(kubeconfig, exec_of(db)), delete=True, echo=lambda line: None)
     assert ["sacctmgr", "-i", "delete", "account", "where", "name=old", "cluster=research"] in done
     assert "old" not in db.accounts and set(db.accounts) == set(desired_tree(profile).accounts) | {"running"}
 

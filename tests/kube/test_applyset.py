@@ -78,16 +78,16 @@ def test_a_scaled_object_the_profile_dropped_is_pruned(stub, up, edited_profile)
 
 def test_down_deletes_the_scaled_object_too(stub, up, kubeconfig):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.client import Access
+    from slurmk8s.kube.cluster import KubeCluster
     up(GPU_IB)
     lines: list[str] = []
-    plan = run_down(GPU_IB, Access(kubeconfig), wait=False, echo=lines.append)
+    plan = run_down(GPU_IB, KubeCluster(kubeconfig), wait=False, echo=lines.append)
     assert "ScaledObject/research-h100" in [c.ref for c in plan.changes if c.action == "deleted"]
     assert stub.names("/apis/keda.sh/v1alpha1/namespaces/hpc/scaledobjects") == []
     # the data stays, and so does the inventory that lists it
     assert stub.names(f"{NS}/persistentvolumeclaims") == ["research-controller-statesave", "research-home"]  # /home too
     assert parent(stub)["metadata"]["annotations"][KINDS] == "Namespace,PersistentVolumeClaim,Secret"
-    run_down(GPU_IB, Access(kubeconfig), wait=False, delete_data=True, yes=True, echo=lines.append)
+    run_down(GPU_IB, KubeCluster(kubeconfig), wait=False, delete_data=True, yes=True, echo=lines.append)
     assert parent(stub) is None and stub.names(f"{NS}/persistentvolumeclaims") == []
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 import yaml
 
+from slurmk8s.kube.cluster import KubeCluster
 from slurmk8s.actions.topology import discover_topology, domain_name, run_discover
 from slurmk8s.errors import UsageError
 from slurmk8s.profile.loader import load_profile
@@ -61,7 +62,7 @@ def as_profile(section: dict, max_replicas: int) -> bytes:
 
 def test_sixty_four_nodes_in_eight_blocks(stub, kubeconfig):
     seed_nodes(stub, sixty_four_in_eight_blocks())
-    text, unlabelled = run_discover(kubeconfig, None, "block", "nvidia", pool="gpu")
+    text, unlabelled = run_discover(KubeCluster(kubeconfig), "block", "nvidia", pool="gpu")
     section = yaml.safe_load(text)["topology"]
     assert unlabelled == [] and section["plugin"] == "block" and section["fromLabels"] == "nvidia"
     assert len(section["domains"]) == 8
@@ -78,7 +79,7 @@ def test_sixty_four_nodes_in_eight_blocks(stub, kubeconfig):
 
 def test_gke_labels_make_a_two_tier_tree(stub, kubeconfig):
     seed_nodes(stub, gke_nodes())
-    text, unlabelled = run_discover(kubeconfig, None, "tree", "gke", pool="gpu")
+    text, unlabelled = run_discover(KubeCluster(kubeconfig), "tree", "gke", pool="gpu")
     section = yaml.safe_load(text)["topology"]
     assert unlabelled == [] and section["fromLabels"] == "gke"
     tree = {d["name"]: {c["name"]: c["slots"]["gpu"] for c in d["children"]} for d in section["domains"]}
@@ -93,7 +94,7 @@ def test_unlabelled_nodes_go_to_unknown_and_are_reported(stub, kubeconfig):
     nodes["cpu-node-a"] = {"topology.kubernetes.io/zone": "us-c1-a"}
     nodes["gke-a3-pool-003"].pop(GKE_SUB)  # half-labelled: counts as unlabelled
     seed_nodes(stub, nodes)
-    text, unlabelled = run_discover(kubeconfig, None, "tree", "gke")
+    text, unlabelled = run_discover(KubeCluster(kubeconfig), "tree", "gke")
     assert unlabelled == ["cpu-node-a", "gke-a3-pool-003"]
     section = yaml.safe_load(text)["topology"]
     assert section["domains"][-1] == {"name": "unknown", "slots": {}}

@@ -29,10 +29,10 @@ def running(stub, up):
 
 def down(kubeconfig, **options):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.client import Access
+    from slurmk8s.kube.cluster import KubeCluster
     out: list[str] = []
     options.setdefault("interactive", False)
-    plan = run_down(KIND_DEV, Access(kubeconfig), echo=out.append, **options)
+    plan = run_down(KIND_DEV, KubeCluster(kubeconfig), echo=out.append, **options)
     return plan, out
 
 

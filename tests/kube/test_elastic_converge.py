@@ -179,17 +179,17 @@ def test_dry_run_says_which_nodes_a_lowered_max_would_drain(stub, up, kubeconfig
 
 def test_diff_says_what_up_would_do_to_a_pool_outside_a_changed_range(stub, up, kubeconfig, edited_profile):
     from slurmk8s.actions.diff import run_diff
-    from slurmk8s.kube.client import Access
+    from slurmk8s.kube.cluster import KubeCluster
     up(KIND_DEV)
     power_saving_scales(kubeconfig, 4)
     stub.reset_log()
     lines: list[str] = []
-    plan = run_diff(edited_profile(KIND_DEV, pool(replicas=1, maxReplicas=3)), Access(kubeconfig), echo=lines.append)
+    plan = run_diff(edited_profile(KIND_DEV, pool(replicas=1, maxReplicas=3)), KubeCluster(kubeconfig), echo=lines.append)
     assert "pool cpu: maxReplicas is 3 but 4 run: would drain cpu-3, wait for their jobs, then remove their pods" in lines
     assert plan.changed and replicas(stub) == 4
     assert [r for r in stub.requests if "/scale" in r.path] == []
     lines.clear()
-    run_diff(edited_profile(KIND_DEV, pool(replicas=4, minReplicas=4, maxReplicas=5)), Access(kubeconfig),
+    run_diff(edited_profile(KIND_DEV, pool(replicas=4, minReplicas=4, maxReplicas=5)), KubeCluster(kubeconfig),
              echo=lines.append)
     assert not [line for line in lines if line.startswith("pool cpu:")]  # 4 run: inside 4..5
 
@@ -261,7 +261,7 @@ def test_up_hands_a_drained_node_whose_pod_is_gone_back_to_power_saving(stub, up
 def test_per_leaf_scaled_objects_target_real_statefulsets_and_are_pruned_and_deleted(stub, up, kubeconfig,
                                                                                      edited_profile):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.client import Access
+    from slurmk8s.kube.cluster import KubeCluster
     topology = str(Path(KIND_DEV).with_name("kind-topology.yaml"))
     keda = {"serverAddress": "http://prom:9090", "query": "sum(slurm_partition_jobs_pending)", "threshold": "1"}
     # a KEDA trigger needs a metric source: Slurm's own metrics (the Service only, no monitor CRD)
@@ -277,5 +277,5 @@ def test_per_leaf_scaled_objects_target_real_statefulsets_and_are_pruned_and_del
     assert sorted(c.ref for c in plan.changes if c.action == "pruned") == [f"ScaledObject/{n}" for n in leaves]
     assert stub.names(SCALED_OBJECTS) == []
     up(with_keda)
-    run_down(with_keda, Access(kubeconfig), wait=False, echo=lambda line: None)
+    run_down(with_keda, KubeCluster(kubeconfig), wait=False, echo=lambda line: None)
     assert stub.names(SCALED_OBJECTS) == []

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import KIND_DEV
+from stubcluster import stub_cluster
 from test_cli import slurmk8s
 
 from slurmk8s.actions.rollout import roll_pools
 from slurmk8s.errors import ClusterError, ProfileError
-from slurmk8s.kube.client import Access, connect
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
 from slurmk8s.render.rollout import DRAIN_REASON
@@ -87,9 +87,8 @@ def set_rollout(**fields):
 
 def roll(kubeconfig: str, profile_path: str, slurm: FakeSlurm, lines: list[str] | None = None, **kwargs):
     profile = read_profile(profile_path)
-    kube = connect(Access(kubeconfig))
     out = lines if lines is not None else []
-    return roll_pools(kube, render(profile), profile, slurm, ready_timeout=60, interval=5, say=out.append,
+    return roll_pools(stub_cluster(kubeconfig, slurm), render(profile), profile, ready_timeout=60, interval=5, say=out.append,
                       clock=lambda: slurm.now, sleep=slurm.sleep, **kwargs)
 
 

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from conftest import GPU_IB, KIND_DEV
+from stubcluster import stub_cluster
 
 from slurmk8s.actions.slurmview import node_problem, parse_jobs, parse_nodes, parse_ping, SlurmNode
 from slurmk8s.actions.status import run_status
-from slurmk8s.kube.client import Access
 
 PING_UP = "Slurmctld(primary) at dev-controller-0 is UP\n"
 SINFO = "cpu-0|idle|none\ncpu-0|idle|none\ncpu-1|allocated|none\ncpu-2|idle~|none\ncpu-3|idle~|none\n"
@@ -47,7 +47,7 @@ def test_which_node_states_degrade_the_cluster(state, reason, problem):
 def test_status_shows_slurms_view_and_stays_healthy(up, kubeconfig):
     up(KIND_DEV)
     lines: list[str] = []
-    status = run_status(KIND_DEV, Access(kubeconfig), echo=lines.append, exec_in_controller=fake_slurm())
+    status = run_status(KIND_DEV, stub_cluster(kubeconfig, fake_slurm()), echo=lines.append)
     assert status.problems == ()
     text = "\n".join(lines)
     assert "slurmctld: dev-controller-0 UP" in text
@@ -58,8 +58,7 @@ def test_status_shows_slurms_view_and_stays_healthy(up, kubeconfig):
 def test_json_fields_are_the_documented_ones(up, kubeconfig):
     up(KIND_DEV)
     lines: list[str] = []
-    run_status(KIND_DEV, Access(kubeconfig), echo=lines.append, output="json", note=lambda line: None,
-               exec_in_controller=fake_slurm())
+    run_status(KIND_DEV, stub_cluster(kubeconfig, fake_slurm()), echo=lines.append, output="json", note=lambda line: None)
     doc = json.loads("\n".join(lines))
     assert doc["healthy"] is True
     assert doc["slurm"] == {
@@ -77,19 +76,19 @@ def test_json_fields_are_the_documented_ones(up, kubeconfig):
 def test_a_health_drain_or_a_silent_slurmctld_makes_status_exit_1(up, kubeconfig):
     up(KIND_DEV)
     drained = fake_slurm(sinfo="cpu-0|drained|slurmk8s-health: /tmp has 3 MiB free, needs 1024\ncpu-1|idle|none\n")
-    status = run_status(KIND_DEV, Access(kubeconfig), echo=lambda line: None, exec_in_controller=drained)
+    status = run_status(KIND_DEV, stub_cluster(kubeconfig, drained), echo=lambda line: None)
     assert status.problems == ("node cpu-0 drained by its health check: /tmp has 3 MiB free, needs 1024",)
     down = fake_slurm(ping="Slurmctld(primary) at dev-controller-0 is DOWN\n")
-    status = run_status(KIND_DEV, Access(kubeconfig), echo=lambda line: None, exec_in_controller=down)
+    status = run_status(KIND_DEV, stub_cluster(kubeconfig, down), echo=lambda line: None)
     assert status.problems == ("slurmctld does not answer: dev-controller-0 DOWN",)
 
 
 def test_partitions_without_jobs_are_listed_with_zeros(up, kubeconfig):
     up(GPU_IB)
     lines: list[str] = []
-    run_status(GPU_IB, Access(kubeconfig), echo=lines.append, output="json", note=lambda line: None,
-               exec_in_controller=fake_slurm(ping="Slurmctld(primary) at research-controller-0 is UP\n",
-                                             sinfo="h100-0|idle|none\na100-0|mixed|none\n", squeue=""))
+    slurm = fake_slurm(ping="Slurmctld(primary) at research-controller-0 is UP\n",
+                       sinfo="h100-0|idle|none\na100-0|mixed|none\n", squeue="")
+    run_status(GPU_IB, stub_cluster(kubeconfig, slurm), echo=lines.append, output="json", note=lambda line: None)
     doc = json.loads("\n".join(lines))
     assert doc["slurm"]["jobsByPartition"] == {"gpu": {"pending": 0, "running": 0, "other": 0},
                                                "h100": {"pending": 0, "running": 0, "other": 0}}

@@ -3,6 +3,7 @@ the lab's statefulsets/scale API, and `scale` never kills a running job."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -12,10 +13,10 @@ import pytest
 
 from slurmk8s.profile.files import read_profile
 from slurmk8s.actions.converge import resume_own_drains
-from slurmk8s.actions.scale import DRAIN_REASON, PoolAccess, scale_pool
+from slurmk8s.actions.scale import DRAIN_REASON, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.lab import cluster, sandbox, verify
-from slurmk8s.lab.access import lab_pool_access
+from slurmk8s.lab.access import LabCluster
 from slurmk8s.render import render
 
 import slurmfacts
@@ -39,6 +40,26 @@ def lab():
     booted.publish_admin_access()
     yield booted
     assert booted.down() == [] and sandbox.leftovers(booted.lab_id) == []
+
+
+def scale(lab, replicas: int, cluster: LabCluster | None = None, **options) -> int:
+    """`scale_pool` of pool cpu through the lab's own scale API and controller pod."""
+    return scale_pool(read_profile(PROFILE), lab.bundle, "cpu", replicas, cluster or LabCluster(), **options)
+
+
+def slurm(lab, argv: list[str]) -> str:
+    return LabCluster().slurm(lab.bundle, argv)
+
+
+class RecordingLab(LabCluster):
+    """The lab's client, noting each replicas change with the size it replaced and when."""
+
+    def __init__(self) -> None:
+        self.shrinks: list[tuple[int, float]] = []
+
+    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
+        self.shrinks.append((self.get_replicas(bundle, statefulset), time.time()))
+        super().set_replicas(bundle, statefulset, replicas)
 
 
 def pods_running(lab) -> list[str]:
@@ -82,14 +103,13 @@ def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):
 
 
 def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_then_run_jobs(lab):
-    get, put, slurm = lab_pool_access(lab.bundle)
-    scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lambda line: None)
+    scale(lab, 3, log=lambda line: None)
     cluster.wait_nodes_idle(lab)
     # Slurm powers cpu-1 and cpu-2 down now: its SuspendProgram stops their pods, and the nodes stay
     # POWERING_DOWN for SuspendTimeout (10 s here). A slurmd that registers meanwhile is overruled.
-    slurm(["scontrol", "update", "nodename=cpu-[1-2]", "state=power_down"])
+    slurm(lab, ["scontrol", "update", "nodename=cpu-[1-2]", "state=power_down"])
     lines: list[str] = []
-    scale_pool(lab.bundle, "cpu", 3, PoolAccess(get, put, slurm), log=lines.append)
+    scale(lab, 3, log=lines.append)
     assert lines[0].startswith("pool cpu: waiting for Slurm to finish powering down cpu-"), lines
     # read after the SuspendProgram had taken the pool down
     assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {slurmfacts.node_states(lab)}"
@@ -102,15 +122,13 @@ def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_the
 
 
 def test_scale_down_waits_for_the_job_on_the_highest_node(lab):
-    get, put, slurm = lab_pool_access(lab.bundle)
-    access = PoolAccess(get, put, slurm)
-    scale_pool(lab.bundle, "cpu", 3, access, log=lambda line: None)
+    scale(lab, 3, log=lambda line: None)
     cluster.wait_nodes_idle(lab)
     job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 8")
     assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
-    shrinks: list[tuple[int, float]] = []
-    access.set_replicas = lambda sts, n: (shrinks.append((get(sts), time.time())), put(sts, n))[1]
-    scale_pool(lab.bundle, "cpu", 1, access, poll_s=0.5, log=lambda line: None)
+    recording = RecordingLab()
+    scale(lab, 1, recording, poll_s=0.5, log=lambda line: None)
+    shrinks = recording.shrinks
     assert verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
     assert [size for size, _ in shrinks] == [3]  # the pool shrank once, after the job ended
     record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
@@ -128,20 +146,18 @@ def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
     `up` itself needs a Kubernetes API the lab does not serve (server-side apply, pods); the
     lab's statefulsets/scale stand-in is what this step reads.
     """
-    get, put, slurm = lab_pool_access(lab.bundle)
-    access = PoolAccess(get, put, slurm)
-    scale_pool(lab.bundle, "cpu", 3, access, log=lambda line: None)
+    scale(lab, 3, log=lambda line: None)
     cluster.wait_nodes_idle(lab)
     job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 300")
     assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
     with pytest.raises(ClusterError, match=r"^pool cpu: jobs still running on cpu-1,cpu-2 after 1 s"):
-        scale_pool(lab.bundle, "cpu", 1, access, timeout_s=1, poll_s=0.5, log=lambda line: None)
-    slurm(["scontrol", "update", "nodename=cpu-0", "state=drain", "reason=disk swap"])  # an administrator's drain
+        scale(lab, 1, timeout_s=1, poll_s=0.5, log=lambda line: None)
+    slurm(lab, ["scontrol", "update", "nodename=cpu-0", "state=drain", "reason=disk swap"])  # an administrator's drain
     try:
         states = slurmfacts.node_states(lab)
         assert (states["cpu-0"], states["cpu-1"], states["cpu-2"]) == ("drain", "drain", "drng"), states
         lines: list[str] = []
-        assert resume_own_drains(lab.bundle, get, slurm, log=lines.append) == ["cpu-1", "cpu-2"]
+        assert resume_own_drains(read_profile(PROFILE), lab.bundle, LabCluster(), log=lines.append) == ["cpu-1", "cpu-2"]
         assert lines == ["pool cpu: cpu-1,cpu-2 left drained by slurmk8s; resumed"]
         # slurmctld pings a resumed node before it counts as responding again ('*' meanwhile)
         wait_for("cpu-1 idle and cpu-2 running its job, cpu-0 still drained",
@@ -149,21 +165,38 @@ def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
                  until=lambda s: (s["cpu-0"], s["cpu-1"], s["cpu-2"]) == ("drain", "idle", "alloc"), deadline_s=60)
         assert lab.scale_of(STS) == (3, 3)
     finally:
-        slurm(["scancel", job])
-        slurm(["scontrol", "update", "nodename=cpu-0", "state=resume"])
+        slurm(lab, ["scancel", job])
+        slurm(lab, ["scontrol", "update", "nodename=cpu-0", "state=resume"])
     cluster.wait_nodes_idle(lab)
     # A scale that died after it removed cpu-2's pod, before it handed the node back: drained, no pod.
-    slurm(["scontrol", "update", "nodename=cpu-2", "state=drain", f"reason={DRAIN_REASON}"])
-    put(STS, 2)
+    slurm(lab, ["scontrol", "update", "nodename=cpu-2", "state=drain", f"reason={DRAIN_REASON}"])
+    LabCluster().set_replicas(lab.bundle, STS, 2)
     wait_for("elastic-cpu-2 gone", lambda: pods_running(lab), until=lambda p: "elastic-cpu-2" not in p, deadline_s=60)
-    assert resume_own_drains(lab.bundle, get, slurm, log=lambda line: None) == ["cpu-2"]
+    assert resume_own_drains(read_profile(PROFILE), lab.bundle, LabCluster(), log=lambda line: None) == ["cpu-2"]
     wait_for("cpu-2 powered down, not drained", lambda: slurmfacts.node_states(lab),
              until=lambda s: s["cpu-2"] == "idle~", deadline_s=90)
 
 
+def test_the_cli_scales_the_labs_pool_through_the_client_it_builds(lab):
+    """`scale --lab` end to end: the CLI's one factory gives the lab's client, and the action never asks which."""
+    def cli_scale(replicas: int) -> str:
+        done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "scale", str(PROFILE), "cpu", str(replicas), "--lab"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert re.fullmatch(r"pool cpu: [123] -> 3 replicas", cli_scale(3))
+    assert lab.scale_of(STS)[0] == 3  # read before Slurm's SuspendTime (30 s) can lower it again
+    cluster.wait_nodes_idle(lab)
+    assert cli_scale(1) == "pool cpu: 3 -> 1 replicas; cpu-1,cpu-2 powered down"
+    wait_for("elastic-cpu-1 and -2 gone", lambda: (lab.scale_of(STS), pods_running(lab)),
+             until=lambda s: s == ((1, 1), ["elastic-cpu-0"]), deadline_s=60)
+
+
 def test_scale_outside_min_max_is_refused_with_exit_2():
     with pytest.raises(UsageError, match=r"pool cpu: 4 is outside minReplicas..maxReplicas \(1..3\)"):
-        scale_pool(render(read_profile(PROFILE)), "cpu", 4, PoolAccess(None, None, None))
+        profile = read_profile(PROFILE)
+        scale_pool(profile, render(profile), "cpu", 4, LabCluster())  # refused before the lab is asked
     done = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "scale", str(PROFILE), "cpu", "0", "--lab"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from slurmk8s.actions.scale import PoolAccess, pool_range, scale_pool
+from slurmk8s.actions.cluster import PoolCluster
+from slurmk8s.actions.scale import pool_range, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.loader import load_profile
 from slurmk8s.render import render
@@ -19,7 +21,7 @@ DOC = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata
 
 
 class FakeCluster:
-    """StatefulSet replicas and the Slurm commands scale runs (squeue answers: no jobs).
+    """A PoolCluster of StatefulSet replicas and the Slurm commands scale runs (squeue answers: no jobs).
 
     `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when
     the last finishes, `after_power_down` runs (what the SuspendProgram does to the replicas).
@@ -30,62 +32,89 @@ class FakeCluster:
         self.replicas, self.commands = dict(replicas), []
         self.powering_down, self.polls, self.after_power_down = powering_down, polls, after_power_down
 
-    def access(self) -> PoolAccess:
-        def slurm(argv):
-            self.commands.append(argv)
-            if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
-                return ""
-            if self.polls == 0 and self.powering_down:
-                self.powering_down = ()
-                self.after_power_down(self.replicas)
-            self.polls = max(0, self.polls - 1)
-            return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
-        return PoolAccess(self.replicas.__getitem__, self.replicas.__setitem__, slurm)
+    def get_replicas(self, bundle, statefulset: str) -> int:
+        return self.replicas[statefulset]
+
+    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
+        self.replicas[statefulset] = replicas
+
+    def live_replicas(self, bundle, statefulset: str) -> int | None:
+        return self.replicas.get(statefulset)
+
+    def slurm(self, bundle, argv: list[str]) -> str:
+        assert bundle.cluster == "t"  # Slurm of the cluster scaled, not of another
+        self.commands.append(argv)
+        if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
+            return ""
+        if self.polls == 0 and self.powering_down:
+            self.powering_down = ()
+            self.after_power_down(self.replicas)
+        self.polls = max(0, self.polls - 1)
+        return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
 
     def queries(self) -> list[list[str]]:
         return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"]]
 
 
 @pytest.fixture
-def bundle():
-    return render(load_profile(json.dumps(DOC).encode()))
+def profile():
+    return load_profile(json.dumps(DOC).encode())
 
 
-def test_split_pool_range_is_the_sum_of_its_leaves(bundle):
-    assert pool_range(bundle, "cpu") == ("t-cpu-r1", 1, 6)
+@pytest.fixture
+def bundle(profile):
+    return render(profile)
+
+
+def test_the_fake_serves_the_pool_interface():
+    assert isinstance(FakeCluster({}), PoolCluster)
+
+
+def test_split_pool_range_is_the_sum_of_its_leaves(profile, bundle):
+    assert pool_range(profile, "cpu") == ("t-cpu-r1", 1, 6)
     with pytest.raises(UsageError, match=r"pool cpu: 7 is outside minReplicas..maxReplicas \(1..6\)"):
-        scale_pool(bundle, "cpu", 7, FakeCluster({}).access())
+        scale_pool(profile, bundle, "cpu", 7, FakeCluster({}))
 
 
-def test_scale_up_fills_leaves_in_node_order(bundle):
+def test_scale_up_fills_leaves_in_node_order(profile, bundle):
     cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
-    assert scale_pool(bundle, "cpu", 5, cluster.access(), log=lambda line: None) == 3
+    assert scale_pool(profile, bundle, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
     assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"]]
 
 
-def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_after(bundle):
+def test_scale_takes_the_pool_from_the_profile_not_from_annotations_render_wrote(profile, bundle):
+    """The rendered StatefulSets' range annotations are for reviewers and the lab; scale keeps the model."""
+    bare = dataclasses.replace(bundle, objects=tuple(
+        {**o, "metadata": {**o["metadata"], "annotations": {}}} if o["kind"] == "StatefulSet" else o
+        for o in bundle.objects))
+    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
+    assert scale_pool(profile, bare, "cpu", 5, cluster, log=lambda line: None) == 3
+    assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
+
+
+def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_after(profile, bundle):
     # Slurm is suspending cpu-2 (its SuspendProgram will take r2 down to 0): growing to 4 waits for that first.
     cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, powering_down=("cpu-2",), polls=2,
                           after_power_down=lambda replicas: replicas.update({"t-cpu-r2": 0}))
     lines: list[str] = []
-    assert scale_pool(bundle, "cpu", 4, cluster.access(), log=lines.append, poll_s=0) == 2
+    assert scale_pool(profile, bundle, "cpu", 4, cluster, log=lines.append, poll_s=0) == 2
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 2}
     assert len(cluster.queries()) == 3
     assert lines == ["pool cpu: waiting for Slurm to finish powering down cpu-2", "pool cpu: 2 -> 4 replicas"]
 
 
-def test_scale_up_gives_up_when_slurm_keeps_powering_down(bundle):
+def test_scale_up_gives_up_when_slurm_keeps_powering_down(profile, bundle):
     cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 0}, powering_down=("cpu-1",), polls=10**6)
     with pytest.raises(ClusterError, match=r"pool cpu: Slurm is still powering down cpu-1 after 0 s; nothing was scaled"):
-        scale_pool(bundle, "cpu", 2, cluster.access(), log=lambda line: None, timeout_s=0, poll_s=0)
+        scale_pool(profile, bundle, "cpu", 2, cluster, log=lambda line: None, timeout_s=0, poll_s=0)
     assert cluster.replicas == {"t-cpu-r1": 1, "t-cpu-r2": 0}
 
 
-def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(bundle):
+def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(profile, bundle):
     # Power saving resumed cpu-5 (pod 3 of r2) while r1 is short: the live state is not contiguous.
     cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 4})
-    assert scale_pool(bundle, "cpu", 3, cluster.access(), log=lambda line: None, poll_s=0) == 5
+    assert scale_pool(profile, bundle, "cpu", 3, cluster, log=lambda line: None, poll_s=0) == 5
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
     assert cluster.commands[0] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N %t"]  # none powering down
     assert cluster.commands[1][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
