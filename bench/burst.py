@@ -5,12 +5,15 @@
 The real slurmctld runs the rendered ResumeProgram, which scales the pool through the lab's
 statefulsets/scale API; the lab starts the pods; the job starts once every node registered.
 Printed per step: ResumeProgram's scale reached the API, the pods exist, slurmctld holds the
-nodes as registered (no POWERING_UP), the job runs. The gap between the last two is slurmctld's.
+nodes as registered (no POWERING_UP), the job runs. The gap between the last two is slurmctld's:
+the last column names what ended the job's CONFIGURING in slurmctld's log, `prolog` (the busy
+PrologSlurmctld returned with the nodes up) or `periodic` (job_time_limit's pass every 30 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 
@@ -24,10 +27,13 @@ EXTRA = (1, 8)
 REPEAT = 2
 
 
-def profile_text(max_nodes: int) -> bytes:
+SLURM = "26.05"
+
+
+def profile_text(max_nodes: int, slurm: str = SLURM) -> bytes:
     """One node always on, room for max_nodes."""
     doc = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata": {"name": "burst"},
-           "spec": {"slurm": {"version": "26.05"},
+           "spec": {"slurm": {"version": slurm},
                     "pools": [{"name": "cpu", "replicas": 1, "minReplicas": 1, "maxReplicas": max_nodes,
                                "cpus": 1, "memory": "1Gi"}]}}
     return yaml.safe_dump(doc).encode()
@@ -44,9 +50,20 @@ def _nodes_up(lab, names: list[str]) -> bool:
         flag in state for state in states for flag in ("POWERING_UP", "POWERED_DOWN", "NOT_RESPONDING", "DOWN"))
 
 
-def one_run(extra: int) -> dict[str, float]:
-    """Seconds from `sbatch` to each step of STEPS (polled every 0.2 s)."""
-    bundle = render(load_profile(profile_text(1 + extra), "burst"))
+CONFIGURED_BY = {"prolog_running_decr": "prolog", "job_time_limit": "periodic"}
+
+
+def configured_by(lab, job: str) -> str:
+    """Which slurmctld path ended the job's CONFIGURING, from the controller's log."""
+    pod = next(p for p in lab.pods if p.name.endswith("controller-0"))
+    text = lab.log_path(pod, "slurmctld").read_text(errors="replace")
+    found = re.search(rf"(\w+): Configuration for JobId={job}\b", text)
+    return CONFIGURED_BY.get(found.group(1), found.group(1)) if found else "?"
+
+
+def one_run(extra: int, slurm: str = SLURM) -> tuple[dict[str, float], str]:
+    """Seconds from `sbatch` to each step of STEPS (polled every 0.2 s), and what ended CONFIGURING."""
+    bundle = render(load_profile(profile_text(1 + extra, slurm), "burst"))
     lab = cluster.boot(bundle, log=lambda line: None)
     new_nodes = [f"cpu-{i}" for i in range(1, 1 + extra)]
     try:
@@ -66,7 +83,7 @@ def one_run(extra: int) -> dict[str, float]:
             if state in ("RUNNING", "COMPLETING", ""):
                 seen["job started"] = time.monotonic() - started
                 seen.setdefault("slurmd registered", seen["job started"])
-                return seen
+                return seen, configured_by(lab, job)
             time.sleep(0.2)
         raise SystemExit(f"job {job} did not start within 600 s; reached {seen}")
     finally:
@@ -77,13 +94,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extra", type=int, action="append", help=f"more nodes the job needs (default {EXTRA})")
     parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per N (median)")
+    parser.add_argument("--slurm", default=SLURM, help=f"Slurm release of the lab (default {SLURM})")
     args = parser.parse_args()
-    print(f"seconds after `sbatch` of a job needing N more nodes (median of {args.repeat})")
-    print(f"{'N':>3}" + "".join(f"{step:>22}" for step in STEPS))
+    print(f"seconds after `sbatch` of a job needing N more nodes, Slurm {args.slurm} (median of {args.repeat})")
+    print(f"{'N':>3}" + "".join(f"{step:>22}" for step in STEPS) + "  configured by; runs of `job started`")
     for extra in args.extra or EXTRA:
-        runs = [one_run(extra) for _ in range(args.repeat)]
-        print(f"{extra:>3}" + "".join(f"{statistics.median(r.get(s, float('nan')) for r in runs):>22.1f}"
-                                     for s in STEPS))
+        runs = [one_run(extra, args.slurm) for _ in range(args.repeat)]
+        print(f"{extra:>3}" + "".join(f"{statistics.median(r.get(s, float('nan')) for r, _ in runs):>22.1f}"
+                                     for s in STEPS)
+              + "  " + ",".join(sorted({by for _, by in runs})) + "; "
+              + " ".join(f"{r['job started']:.1f}" for r, _ in runs), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ DATABASE = "mariadb"
 LOGIN = "login"
 RESTAPI = "restapi"
 WORKER = "worker"
+# In the order they start: the database before slurmdbd, slurmdbd before slurmctld registers the
+# cluster, slurmctld before slurmd and the clients (the install order, render/order.py, follows it).
 COMPONENTS = (DATABASE, ACCOUNTING, CONTROLLER, WORKER, LOGIN, RESTAPI)
+SLURM_COMPONENTS = tuple(c for c in COMPONENTS if c != DATABASE)  # those that run a Slurm daemon
 # The GitOps Job that applies the account tree: its own label value, so no Service, PodDisruptionBudget
 # or NetworkPolicy of a daemon ever selects its pod.
 ACCOUNTS = "accounts"
@@ -48,7 +51,12 @@ ANNOTATION_MIN_REPLICAS = "slurmk8s.io/min-replicas"
 ANNOTATION_FIRST_NODE = "slurmk8s.io/first-node"  # Slurm node number of pod 0 of a per-leaf StatefulSet
 ANNOTATION_MULTUS = "k8s.v1.cni.cncf.io/networks"
 ANNOTATION_SLURM_VERSION = "slurmk8s.io/slurm-version"  # the Slurm release a workload runs (ordered upgrades)
+ANNOTATION_GRES = "slurmk8s.io/gres"  # on a GPU pool's pod template: its slurmd Gres= value
 LABEL_BUSY = "slurmk8s.io/busy"  # "true" on a slurmd pod while Slurm runs a job on it
+
+# Kinds that run the daemons' pods; with a Job, every kind the bundle gives a pod template.
+WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet")
+POD_TEMPLATE_KINDS = WORKLOAD_KINDS + ("Job",)
 
 # Daemon per component, for app.kubernetes.io/name.
 DAEMON = {
@@ -160,6 +168,11 @@ def controller_hosts(cluster: str, replicas: int) -> list[tuple[str, str]]:
     return [(pod_name(sts, i), pod_dns(pod_name(sts, i), sts)) for i in range(replicas)]
 
 
+def controller_pod(cluster: str) -> str:
+    """The primary slurmctld pod, where `sinfo`/`scontrol` run."""
+    return pod_name(component_name(cluster, CONTROLLER), 0)
+
+
 def accounting_host(cluster: str) -> str:
     """Hostname of the slurmdbd pod (DbdHost must equal it)."""
     return pod_name(component_name(cluster, ACCOUNTING), 0)
@@ -188,6 +201,21 @@ def identity_config_map(cluster: str) -> str:
 def shared_volume_claim(cluster: str, volume: str) -> str:
     """The claim a profile volume with a `claim` source renders."""
     return f"{cluster}-{volume}"
+
+
+def controller_statesave_claim(cluster: str) -> str:
+    """The ReadWriteMany claim a primary and a backup slurmctld share for StateSaveLocation."""
+    return f"{component_name(cluster, CONTROLLER)}-statesave"
+
+
+def member_claim_prefix(template: str, statefulset: str) -> str:
+    """What the StatefulSet controller's claims from one claim template start with: <template>-<sts>-."""
+    return f"{template}-{statefulset}-"
+
+
+def member_claim(template: str, statefulset: str, ordinal: int) -> str:
+    """The claim the StatefulSet controller makes from a claim template for one member: <template>-<pod>."""
+    return f"{member_claim_prefix(template, statefulset)}{ordinal}"
 
 
 def power_config_map(cluster: str) -> str:

@@ -11,9 +11,10 @@ from typing import Callable
 
 from slurmk8s.errors import ClusterError
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.accounts import AccountsError, Tree, apply_tree, desired_tree, manages_accounts
-from slurmk8s.render.accounts import busy_accounts as _busy_accounts
-from slurmk8s.render.accounts import read_tree as _read_tree
+from slurmk8s.render.k8s.accounts import desired_tree, manages_accounts
+from slurmk8s.render.sacctmgr import AccountsError, Tree, apply_tree
+from slurmk8s.render.sacctmgr import busy_accounts as _busy_accounts
+from slurmk8s.render.sacctmgr import read_tree as _read_tree
 
 RunFn = Callable[[list[str]], tuple[int, str, str]]
 

@@ -19,7 +19,7 @@ from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj, dig
 from slurmk8s.kube.applyset import DATA_KINDS, ApplySet, bundle_kinds, kinds_of, with_membership
 from slurmk8s.kube.ownership import FIELD_MANAGER, foreign_selector, key_of, managed_by_us, owner_of
 from slurmk8s.kube.resources import Resolver, Resource, builtin
-from slurmk8s.kube.stages import STAGE_NAMES, group_by_stage, object_ref
+from slurmk8s.kube.stages import SECRETS, STAGE_NAMES, group_by_stage, object_ref
 from slurmk8s.render import Bundle, RequiredSecret
 
 # Fields the server owns: ignored when comparing a live object with a dry-run result.
@@ -90,10 +90,13 @@ class Applier:
     def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True,
             before_writes: Callable[[], None] | None = None) -> Plan:
         """Check, then apply every object and Secret stage by stage, then prune what the profile no longer has."""
-        stages = [(name, objects, lambda o, st=name: self.apply_object(o, st, owned))
-                  for name, objects in group_by_stage(self.bundle.objects)]
-        secrets_at = sum(1 for name, _, _ in stages if STAGE_NAMES.index(name) < STAGE_NAMES.index("secrets"))
-        stages.insert(secrets_at, ("secrets", list(self.bundle.secrets), lambda s: self.ensure_secret(s, make_secret)))
+        by_stage = dict(group_by_stage(self.bundle.objects))
+        stages: list[tuple[str, list, Callable]] = []
+        for name in STAGE_NAMES:
+            if name == SECRETS:  # the Secrets `up` creates once, before any Secret object of the bundle
+                stages.append((name, list(self.bundle.secrets), lambda s: self.ensure_secret(s, make_secret)))
+            if name in by_stage:
+                stages.append((name, by_stage[name], lambda o, st=name: self.apply_object(o, st, owned)))
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply") as pool:
             # Reads only, up to here: nothing is written unless everything the bundle needs is there.
             preflight(self.kube, self.bundle, self.resolver, pool)

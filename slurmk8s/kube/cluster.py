@@ -22,7 +22,7 @@ from slurmk8s.kube.teardown import tear_down
 from slurmk8s.kube.wait import wait_until_usable
 from slurmk8s.render import Bundle, RequiredSecret
 
-CONTROLLER_CONTAINER = "slurmctld"
+CONTROLLER_CONTAINER = naming.DAEMON[naming.CONTROLLER]
 
 
 class KubeCluster:
@@ -63,7 +63,7 @@ class KubeCluster:
         return replicas if isinstance(replicas, int) else None
 
     def slurm(self, bundle: Bundle, argv: list[str]) -> str:
-        pod = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
+        pod = naming.controller_pod(bundle.cluster)
         return exec_in_pod(self.kube, bundle.namespace, pod, CONTROLLER_CONTAINER, argv)
 
     def _slurm_of(self, bundle: Bundle) -> Callable[[list[str]], str]:
@@ -85,7 +85,7 @@ class KubeCluster:
                          progress=progress)
 
     def status(self, bundle: Bundle) -> ClusterStatus:
-        pod = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
+        pod = naming.controller_pod(bundle.cluster)
         return cluster_status(self.kube, bundle, self._slurm_of(bundle), pod)
 
     def wait_until_usable(self, bundle: Bundle, *, timeout: float, progress: Callable[[str], None],

@@ -7,6 +7,7 @@ from typing import Callable
 from kubernetes import client as k8s_client
 from kubernetes.stream import stream
 
+from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube
 
@@ -39,6 +40,6 @@ def exec_in_pod(kube: Kube, namespace: str, pod: str, container: str, command: l
     return out
 
 
-def controller_exec(kube: Kube, namespace: str, pod: str, container: str = "slurmctld") -> ExecFn:
+def controller_exec(kube: Kube, namespace: str, pod: str, container: str = naming.DAEMON[naming.CONTROLLER]) -> ExecFn:
     """An ExecFn bound to the (primary) controller pod."""
     return lambda command: exec_in_pod(kube, namespace, pod, container, command)

@@ -11,7 +11,6 @@ from slurmk8s.kube.client import Kube, Obj, dig
 from slurmk8s.kube.ownership import key_of, owned_selector
 from slurmk8s.kube.resources import Resolver, builtin
 from slurmk8s.kube.stages import object_ref
-from slurmk8s.kube.resources import WORKLOAD_KINDS
 from slurmk8s.kube.wait import list_pods, pod_ready, status_of_workload, why_not_ready
 from slurmk8s.render import Bundle
 
@@ -64,7 +63,7 @@ def cluster_status(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[lis
         item = live.get(key_of(obj))
         state = _object_state(obj, item)
         rows.append(ObjectRow(object_ref(obj), state))
-        if state == "missing" or (obj["kind"] in WORKLOAD_KINDS and not _workload_done(obj, item)):
+        if state == "missing" or (obj["kind"] in naming.WORKLOAD_KINDS and not _workload_done(obj, item)):
             problems.append(f"{object_ref(obj)} {state}")
     for required in bundle.secrets:
         found = kube.request("GET", builtin("v1", "Secret").item(bundle.namespace, required.name),
@@ -102,7 +101,7 @@ def _workload_done(obj: Obj, item: Obj | None) -> bool:
 def _object_state(obj: Obj, item: Obj | None) -> str:
     if item is None:
         return "missing"
-    if obj["kind"] in WORKLOAD_KINDS:
+    if obj["kind"] in naming.WORKLOAD_KINDS:
         s = status_of_workload(obj["kind"], obj["metadata"]["name"], "", _desired(obj, item), item)
         rolling = "" if s.rolled_out else ", rolling out"
         bounds = naming.elastic_range(obj)

@@ -53,7 +53,6 @@ BUILTIN = {(r.api_version, r.kind): r for r in _BUILTIN}
 
 # Kinds `up` may prune and `down` deletes: what we render into the namespace, minus data.
 # Never Namespace (it holds the data), Secrets or PVCs (keys and state).
-WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet")
 PRUNABLE = tuple(BUILTIN[k] for k in [
     ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "Service"), ("v1", "ConfigMap"),

@@ -31,7 +31,7 @@ def claim_name_patterns(bundle: Bundle) -> list[re.Pattern]:
     patterns = []
     for sts in bundle.of_kind("StatefulSet"):
         for template in sts["spec"].get("volumeClaimTemplates") or []:
-            prefix = f"{template['metadata']['name']}-{sts['metadata']['name']}-"
+            prefix = naming.member_claim_prefix(template["metadata"]["name"], sts["metadata"]["name"])
             patterns.append(re.compile(re.escape(prefix) + r"[0-9]+$"))
     return patterns
 

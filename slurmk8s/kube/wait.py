@@ -14,8 +14,7 @@ from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
 from slurmk8s.kube.ownership import owned_selector
-from slurmk8s.kube.resources import WORKLOAD_KINDS, builtin
-from slurmk8s.kube.stages import COMPONENT_ORDER
+from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle
 
 SINFO_NODES = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
@@ -48,7 +47,7 @@ class WorkloadStatus:
 def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
     """Status of every workload of the bundle (a missing one counts as 0 ready)."""
     live: dict[tuple[str, str], Obj] = {}
-    for kind in sorted({o["kind"] for o in bundle.objects if o["kind"] in WORKLOAD_KINDS}):
+    for kind in sorted({o["kind"] for o in bundle.objects if o["kind"] in naming.WORKLOAD_KINDS}):
         resource = builtin("apps/v1", kind)
         listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
                                query=[("labelSelector", owned_selector(bundle.cluster))])
@@ -56,7 +55,7 @@ def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
             live[(kind, item["metadata"]["name"])] = item
     out = []
     for obj in bundle.objects:
-        if obj["kind"] not in WORKLOAD_KINDS:
+        if obj["kind"] not in naming.WORKLOAD_KINDS:
             continue
         name = obj["metadata"]["name"]
         component = obj["metadata"]["labels"].get(naming.LABEL_COMPONENT, "")
@@ -238,7 +237,7 @@ def summarize(statuses: list[WorkloadStatus]) -> str:
         tally = by_component.setdefault(s.component, [0, 0])
         tally[0] += min(s.ready, s.desired)
         tally[1] += s.desired
-    order = [c for c in COMPONENT_ORDER if c in by_component] + sorted(set(by_component) - set(COMPONENT_ORDER))
+    order = [c for c in naming.COMPONENTS if c in by_component] + sorted(set(by_component) - set(naming.COMPONENTS))
     return ", ".join(f"{c} {by_component[c][0]}/{by_component[c][1]}" for c in order)
 
 

@@ -27,7 +27,7 @@ class LabCluster:
         return self.get_replicas(bundle, statefulset)
 
     def slurm(self, bundle: Bundle, argv: list[str]) -> str:
-        controller = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
+        controller = naming.controller_pod(bundle.cluster)
         done = exec_in_lab(lab_id_of(bundle), argv, pod=controller, timeout=60)
         if done.returncode != 0:
             raise LabError(f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()}")

@@ -33,7 +33,7 @@ from slurmk8s.render import Bundle
 
 LAB_ROOT = Path("/var/lib/slurmk8s/labs")
 # Boot order = the order `up` waits in; each stage is Ready before the next starts.
-STAGES = (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
+STAGES = naming.COMPONENTS
 INIT_DEADLINE_S = 60
 READY_DEADLINE_S = 60
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

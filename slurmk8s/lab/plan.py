@@ -167,7 +167,7 @@ def gpu_resource_names(bundle: Bundle) -> set[str]:
     """Extended resources that are GPUs (the gres annotation marks the pools that have them)."""
     names = set()
     for sts in bundle.of_kind("StatefulSet"):
-        if "slurmk8s.io/gres" in sts["spec"]["template"]["metadata"].get("annotations", {}):
+        if naming.ANNOTATION_GRES in sts["spec"]["template"]["metadata"].get("annotations", {}):
             limits = sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
             names |= {k for k in limits if "gpu" in k}
     return names
@@ -193,7 +193,7 @@ def pod_for(bundle: Bundle, workload: dict[str, Any], ordinal: int) -> Pod:
     name = naming.pod_name(owner, ordinal)
     volumes = [_volume(v, owner, ordinal) for v in template["spec"].get("volumes", [])]
     # A claim template gives each member its own claim <template>-<pod>.
-    volumes += [Volume(t["metadata"]["name"], "claim", f"{t['metadata']['name']}-{name}")
+    volumes += [Volume(t["metadata"]["name"], "claim", naming.member_claim(t["metadata"]["name"], owner, ordinal))
                 for t in spec.get("volumeClaimTemplates", [])]
     fields = {"metadata.namespace": workload["metadata"]["namespace"], "metadata.name": name}
     return Pod(

@@ -14,7 +14,7 @@ from slurmk8s import naming
 from slurmk8s.output.kustomize import kustomize_tree
 from slurmk8s.output.yamlout import dump
 from slurmk8s.render import Bundle
-from slurmk8s.render.k8s.security import WORKLOAD_KINDS
+from slurmk8s.render.order import INSTALL_ORDER, stage_of
 
 ANNOTATION_SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 ARGOCD_NAMESPACE = "argocd"
@@ -23,9 +23,6 @@ PLUGIN_NAME = "slurmk8s"
 PLUGIN_VERSION = "v1"
 APP_PARAMS_FILE = "slurmk8s-app.json"  # what the ApplicationSet's git files generator reads per cluster
 
-# Workloads by component; every other object (config, services, policies, RBAC) goes in wave 0.
-WORKLOAD_WAVES = {naming.DATABASE: 1, naming.ACCOUNTING: 2, naming.CONTROLLER: 3,
-                  naming.WORKER: 4, naming.LOGIN: 4, naming.RESTAPI: 4}
 SYNC_OPTIONS = ["ServerSideApply=true", "CreateNamespace=true", "RespectIgnoreDifferences=true"]
 # A failed sync (a webhook not ready, a CRD still installing) is retried instead of left failed.
 SYNC_RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}}
@@ -49,14 +46,12 @@ ELASTIC_REPLICAS_JQ = (
 
 
 def sync_wave(obj: dict, objects: list[dict] | tuple[dict, ...] = ()) -> int:
-    """The Argo CD sync wave of an object (see WORKLOAD_WAVES); a ScaledObject's is its target's plus one."""
+    """The Argo CD sync wave of an object (its stage's in render/order.py); a ScaledObject's is its target's plus one."""
     if obj["kind"] == "ScaledObject":
         target = obj["spec"]["scaleTargetRef"]
         found = [o for o in objects if o["kind"] == target.get("kind") and o["metadata"]["name"] == target["name"]]
-        return (sync_wave(found[0]) if found else max(WORKLOAD_WAVES.values())) + 1
-    if obj["kind"] not in WORKLOAD_KINDS:
-        return 0
-    return WORKLOAD_WAVES.get(obj["metadata"].get("labels", {}).get(naming.LABEL_COMPONENT, ""), 0)
+        return (sync_wave(found[0]) if found else max(s.wave for s in INSTALL_ORDER)) + 1
+    return INSTALL_ORDER[stage_of(obj)].wave
 
 
 def with_sync_wave(obj: dict, objects: list[dict] | tuple[dict, ...] = ()) -> dict:

@@ -31,7 +31,6 @@ from slurmk8s.output.plain import MARKER, object_filename, secrets_notice
 from slurmk8s.output.yamlout import dump
 from slurmk8s.render import Bundle
 from slurmk8s.render.hints import login_hint
-from slurmk8s.render.k8s.security import WORKLOAD_KINDS
 
 CHART_BASE_VERSION = "0.1.0"
 RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
@@ -93,7 +92,7 @@ def chart_values(bundle: Bundle) -> dict[str, Any]:
     """The default values: what the profile rendered."""
     pools, workloads = {}, {}
     for obj in bundle.objects:
-        if obj["kind"] not in WORKLOAD_KINDS:
+        if obj["kind"] not in naming.WORKLOAD_KINDS:
             continue
         pool = _pool_of(obj)
         if pool is not None:
@@ -130,7 +129,7 @@ def _in_release_namespace(obj: dict, bundle: Bundle, t: _Templater) -> dict:
 
 def _template_object(obj: dict, t: _Templater) -> dict:
     """A copy of obj whose pool replicas, images and safe resources read .Values."""
-    if obj["kind"] not in WORKLOAD_KINDS:
+    if obj["kind"] not in naming.WORKLOAD_KINDS:
         return obj
     name = obj["metadata"]["name"]
     spec = dict(obj["spec"])

@@ -8,27 +8,28 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from slurmk8s import naming, versions
+from slurmk8s import versions
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
-from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
+from slurmk8s.profile.accounting import Storage, load_accounting
+from slurmk8s.profile.defaults import DEFAULTS
 from slurmk8s.profile.kubevalues import toleration_findings
-from slurmk8s.profile.model import (
-    Accounting, ExternalDatabase, Gpus, Hugepages, Images, Keda, Login, Partition, Pool, PowerSaving, Profile,
-    Rdma, Rollout, SecretRef, Storage,
-)
+from slurmk8s.profile.model import PowerSaving, Profile, Rollout
 from slurmk8s.profile.observe import load_health_checks, load_metrics
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.login import load_login
+from slurmk8s.profile.partitions import load_partitions
 from slurmk8s.profile.pods import load_pods
+from slurmk8s.profile.pools import load_pool
 from slurmk8s.profile.resources import load_resources
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
 from slurmk8s.profile.sidebyside import load_side_by_side
+from slurmk8s.profile.slurm import conf_value, load_images
 from slurmk8s.profile.topology import load_topology
 from slurmk8s.profile.volumes import load_volumes
 from slurmk8s.profile.yamlpos import format_path, parse
-from slurmk8s.quantity import to_mib
 
 
 # Real profiles are a few kilobytes; a bound here keeps a huge file from costing minutes and
@@ -143,7 +144,7 @@ def _to_model(doc: dict, source: str) -> Profile:
     slurm = spec.get("slurm", {})
     version = _get(slurm, "version", "spec.slurm.version")
     auth = slurm.get("auth") or versions.dialect(version).default_auth
-    images = _images(slurm.get("images", {}), version)
+    images = load_images(slurm.get("images", {}), version)
     controller = spec.get("controller", {})
     cstorage = controller.get("storage", {})
     return Profile(
@@ -153,17 +154,17 @@ def _to_model(doc: dict, source: str) -> Profile:
         auth=auth,
         srun_port_range=_get(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
         images=images,
-        slurm_config=tuple(sorted((k, _conf_value(v)) for k, v in slurm.get("config", {}).items())),
+        slurm_config=tuple(sorted((k, conf_value(v)) for k, v in slurm.get("config", {}).items())),
         slurm_extra_files=tuple(sorted(slurm.get("extraFiles", {}).items())),
         controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
         controller_storage=Storage(str(cstorage.get("size", _d("spec.controller.storage.size"))),
                                    cstorage.get("storageClassName")),
-        accounting=_accounting(spec.get("accounting", {})),
-        login=_login(spec.get("login", {})),
+        accounting=load_accounting(spec.get("accounting", {})),
+        login=load_login(spec.get("login", {})),
         restapi_enabled=_get(spec.get("restapi", {}), "enabled", "spec.restapi.enabled"),
         restapi_replicas=_get(spec.get("restapi", {}), "replicas", "spec.restapi.replicas"),
-        pools=tuple(sorted((_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
-        partitions=_partitions(spec),
+        pools=tuple(sorted((load_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
+        partitions=load_partitions(spec),
         network_policy=_get(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
         power_saving=PowerSaving(
             suspend_time=_get(spec.get("powerSaving", {}), "suspendTime", "spec.powerSaving.suspendTime"),
@@ -184,101 +185,3 @@ def _to_model(doc: dict, source: str) -> Profile:
         pod_settings=load_pods(spec.get("pods")),
         source=source,
     )
-
-
-def _conf_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "YES" if value else "NO"
-    return str(value)
-
-
-def _images(raw: dict, version: str) -> Images:
-    registry = raw.get("registry", _d("spec.slurm.images.registry"))
-    tag = raw.get("tag") or naming.image_tag(version, raw.get("os", _d("spec.slurm.images.os")))
-
-    def image(component: str, daemon: str) -> str:
-        return raw.get(component) or naming.image_ref(registry, daemon, tag)
-
-    return Images(
-        controller=image("controller", "slurmctld"),
-        worker=image("worker", "slurmd"),
-        accounting=image("accounting", "slurmdbd"),
-        login=image("login", "login"),
-        restapi=image("restapi", "slurmrestd"),
-        database=raw.get("database", _d("spec.slurm.images.database")),
-        pull_policy=raw.get("pullPolicy", _d("spec.slurm.images.pullPolicy")),
-    )
-
-
-def _accounting(raw: dict) -> Accounting:
-    enabled = _get(raw, "enabled", "spec.accounting.enabled")
-    db = raw.get("database", {})
-    if "external" in db:
-        ext = db["external"]
-        return Accounting(enabled, None, ExternalDatabase(
-            host=ext["host"],
-            port=ext.get("port", _d("spec.accounting.database.external.port")),
-            user=ext.get("user", _d("spec.accounting.database.external.user")),
-            database=ext.get("database", _d("spec.accounting.database.external.database")),
-            password=SecretRef(ext["passwordSecret"]["name"], ext["passwordSecret"]["key"]),
-        ))
-    emb = db.get("embedded", {})
-    storage = Storage(str(emb.get("storage", _d("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
-    return Accounting(enabled, storage if enabled else None, None)
-
-
-def _login(raw: dict) -> Login:
-    service = raw.get("service", {})
-    return Login(
-        replicas=_get(raw, "replicas", "spec.login.replicas"),
-        service_type=_get(service, "type", "spec.login.service.type"),
-        service_port=_get(service, "port", "spec.login.service.port"),
-        ssh_from=tuple(raw.get("sshFrom", [])),
-        authorized_keys=tuple(raw.get("authorizedKeys", [])),
-    )
-
-
-def _pool(raw: dict) -> Pool:
-    replicas = raw["replicas"]
-    gpus = raw.get("gpus")
-    rdma = raw.get("rdma")
-    hp = rdma.get("hugepages") if rdma else None
-    return Pool(
-        name=raw["name"],
-        replicas=replicas,
-        min_replicas=raw.get("minReplicas", replicas),
-        max_replicas=raw.get("maxReplicas", max(replicas, 1)),
-        cpus=raw["cpus"],
-        memory=str(raw["memory"]),
-        memory_mib=to_mib(raw["memory"]),
-        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource")),
-                  gpus.get("onePodPerNode", _d("spec.pools[].gpus.onePodPerNode"))) if gpus else None,
-        rdma=Rdma(
-            resource=rdma["resource"],
-            count=rdma.get("count", _d("spec.pools[].rdma.count")),
-            networks=tuple(rdma.get("networks", [])),
-            hugepages=Hugepages(hp.get("size", _d("spec.pools[].rdma.hugepages.size")), str(hp["amount"])) if hp else None,
-        ) if rdma else None,
-        features=tuple(raw.get("features", [])),
-        node_selector=tuple(sorted(raw.get("nodeSelector", {}).items())),
-        tolerations=tuple(tuple(sorted(t.items())) for t in raw.get("tolerations", [])),
-        keda=Keda(raw["keda"]["serverAddress"], raw["keda"]["query"], raw["keda"]["threshold"],
-                  raw["keda"].get("pollingInterval", _d("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
-    )
-
-
-def _partitions(spec: dict) -> tuple[Partition, ...]:
-    if "partitions" not in spec:
-        return (Partition(DEFAULT_PARTITION_NAME, tuple(sorted(p["name"] for p in spec["pools"])), True,
-                          _d("spec.partitions[].maxTime"), ()),)
-    parts = [
-        Partition(
-            name=p["name"],
-            pools=tuple(sorted(set(p["pools"]))),
-            default=p.get("default", _d("spec.partitions[].default")),
-            max_time=str(p.get("maxTime", _d("spec.partitions[].maxTime"))),
-            config=tuple(sorted((k, _conf_value(v)) for k, v in p.get("config", {}).items())),
-        )
-        for p in spec["partitions"]
-    ]
-    return tuple(sorted(parts, key=lambda p: p.name))

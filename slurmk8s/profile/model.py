@@ -1,128 +1,26 @@
 """The typed, defaulted cluster profile that every other module sees.
 
-The YAML format is mapped onto these frozen dataclasses in loader.py only.
+The YAML format is mapped onto these frozen dataclasses in loader.py only. Each section's dataclasses
+live in the section's module (pools.py, slurm.py, ...); Profile holds them all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurmk8s.profile.accounting import Accounting, Storage
+from slurmk8s.profile.login import Login
 from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics
 from slurmk8s.profile.identity import Identity
+from slurmk8s.profile.partitions import Partition
 from slurmk8s.profile.pods import PodSettings
+from slurmk8s.profile.pools import Pool
 from slurmk8s.profile.resources import DaemonResources, load_resources
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
+from slurmk8s.profile.slurm import Images
 from slurmk8s.profile.topology import Topology
 from slurmk8s.profile.volumes import SharedVolume
-
-
-@dataclass(frozen=True)
-class Images:
-    controller: str
-    worker: str
-    accounting: str
-    login: str
-    restapi: str
-    database: str
-    pull_policy: str
-
-
-@dataclass(frozen=True)
-class Storage:
-    size: str
-    storage_class: str | None = None
-
-
-@dataclass(frozen=True)
-class SecretRef:
-    name: str
-    key: str
-
-
-@dataclass(frozen=True)
-class ExternalDatabase:
-    host: str
-    port: int
-    user: str
-    database: str
-    password: SecretRef
-
-
-@dataclass(frozen=True)
-class Accounting:
-    enabled: bool
-    embedded: Storage | None  # None when external or disabled
-    external: ExternalDatabase | None
-
-
-@dataclass(frozen=True)
-class Login:
-    replicas: int
-    service_type: str
-    service_port: int
-    ssh_from: tuple[str, ...]
-    authorized_keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Gpus:
-    count: int
-    type: str | None
-    resource: str
-    one_pod_per_node: bool = True  # required anti-affinity among the cluster's GPU pods
-
-
-@dataclass(frozen=True)
-class Hugepages:
-    size: str
-    amount: str
-
-
-@dataclass(frozen=True)
-class Rdma:
-    resource: str
-    count: int
-    networks: tuple[str, ...]
-    hugepages: Hugepages | None
-
-
-@dataclass(frozen=True)
-class Keda:
-    server_address: str
-    query: str
-    threshold: str
-    polling_interval: int
-
-
-@dataclass(frozen=True)
-class Pool:
-    name: str
-    replicas: int
-    min_replicas: int
-    max_replicas: int
-    cpus: int
-    memory_mib: int
-    memory: str
-    gpus: Gpus | None
-    rdma: Rdma | None
-    features: tuple[str, ...]
-    node_selector: tuple[tuple[str, str], ...]
-    tolerations: tuple[tuple[tuple[str, object], ...], ...]
-    keda: Keda | None = None
-
-    @property
-    def elastic(self) -> bool:
-        return self.min_replicas < self.max_replicas
-
-
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    pools: tuple[str, ...]
-    default: bool
-    max_time: str
-    config: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)

@@ -150,8 +150,16 @@ class _Compiler:
         if key == "maximum":
             return lambda v: not _is_number(v) or not v > value
         if key == "pattern":
-            search, dollar = re.compile(value).search, value.endswith("$")
-            return lambda v: not isinstance(v, str) or (search(v) is not None and not (dollar and v.endswith("\n")))
+            # Compiled on first use: a profile touches few of the schema's patterns, and each costs a compile.
+            dollar, compiled = value.endswith("$"), []
+
+            def check_pattern(v: Any) -> bool:
+                if not isinstance(v, str):
+                    return True
+                if not compiled:
+                    compiled.append(re.compile(value).search)
+                return compiled[0](v) is not None and not (dollar and v.endswith("\n"))
+            return check_pattern
         if key == "format":
             problem = FORMATS.get(value)
             if problem is None:

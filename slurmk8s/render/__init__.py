@@ -6,13 +6,13 @@ from slurmk8s import naming
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import hostfiles
-from slurmk8s.render.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
     restapi, security, sidebyside, volumes, workers,
 )
 from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
+from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
 from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf

@@ -18,7 +18,7 @@ def login_hint(bundle: Bundle, namespace: str) -> list[str]:
     try:
         service = bundle.find("Service", login)
     except KeyError:
-        controller = naming.pod_name(naming.component_name(bundle.cluster, naming.CONTROLLER), 0)
+        controller = naming.controller_pod(bundle.cluster)
         return ["No login pods (spec.login.replicas is 0); run Slurm commands in the controller:",
                 f"  kubectl -n {namespace} exec -it {controller} -c slurmctld -- sinfo"]
     kind, port = service["spec"]["type"], service["spec"]["ports"][0]["port"]

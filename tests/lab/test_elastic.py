@@ -86,6 +86,13 @@ def test_a_job_needing_more_nodes_resumes_them_and_completes_within_resume_timeo
     record = wait_for(f"job {job} in sacct", lambda: job_record(lab, job), until=lambda r: r.get("State") == "COMPLETED")
     assert (record["ExitCode"], record["Nodes"]) == ("0:0", "cpu-0,cpu-1,cpu-2"), record
     assert lab.scale_of(STS) == (3, 3) and pods_running(lab) == ["elastic-cpu-0", "elastic-cpu-1", "elastic-cpu-2"]
+    # The busy prolog waited for the resumed nodes, so its end started the job, not slurmctld's 30 s pass.
+    assert f"prolog_running_decr: Configuration for JobId={job} is complete" in controller_log(lab)
+
+
+def controller_log(lab) -> str:
+    pod = next(p for p in lab.pods if p.name.endswith("controller-0"))
+    return lab.log_path(pod, "slurmctld").read_text(errors="replace")
 
 
 def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):

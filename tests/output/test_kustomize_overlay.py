@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurmk8s import naming
 from slurmk8s.actions.render import build_tree, render_file
 from slurmk8s.output.plain import write_tree
 from slurmk8s.render.k8s.common import follow_namespace_script
@@ -45,7 +46,7 @@ def run_follow_namespace(profile, resolv: Path, namespace: str) -> None:
 def test_every_slurm_pod_gets_its_namespace_from_the_downward_api() -> None:
     bundle = render_file(GPU_IB)
     for obj in bundle.objects:
-        if obj["kind"] not in ("StatefulSet", "Deployment", "DaemonSet"):
+        if obj["kind"] not in naming.WORKLOAD_KINDS:
             continue
         spec = obj["spec"]["template"]["spec"]
         if "dnsConfig" not in spec:

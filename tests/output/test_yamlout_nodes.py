@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from slurmk8s.output import yamlout
@@ -38,3 +39,56 @@ def test_the_same_bytes_as_pyyaml_representers() -> None:
     for obj in (doc, TRICKY, "plain", 7, None, []):
         assert yamlout.dump(obj) == dump_reference(obj)
     assert "&id" not in yamlout.dump(doc)
+
+
+# Pieces that sit at the edges of the direct writer's rules: indicators, `: ` and ` #`, quotes, document
+# markers, booleans and numbers, runs of spaces, blank and indented lines, tabs, non-ASCII.
+PIECES = ["a", "b", "word", "x" * 30, " ", "  ", ":", ": ", "#", " #", "-", "- ", "--", "---", "...", "'", '"', "\n",
+          "\n\n", "\t", "?", "|", ">", "@", "`", "%", "!", "&", "*", ",", "[", "]", "{", "}", "=", "~", "é", "1", "0.5",
+          "true", "null", "yes", "/etc/slurm", "CKV_K8S_15=images", "key=value;", "(x)", "\\", "2026-12-01"]
+
+
+def random_text(rng) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.choice([0, 1, 1, 2, 3, 5, 12, 40])))
+
+
+def random_value(rng, depth: int):
+    roll = rng.random()
+    if depth > 3 or roll < 0.55:
+        return rng.choice([random_text(rng), random_text(rng), rng.randint(-5, 10**6), True, None, [], {}])
+    if roll < 0.8:
+        return {random_text(rng) or "k": random_value(rng, depth + 1) for _ in range(rng.randint(1, 4))}
+    return [random_value(rng, depth + 1) for _ in range(rng.randint(1, 4))]
+
+
+def test_the_direct_writer_gives_pyyaml_s_bytes_for_random_documents() -> None:
+    import random
+    rng = random.Random(17)
+    direct = 0
+    for _ in range(4000):
+        doc = {random_text(rng) or "k": random_value(rng, 0) for _ in range(rng.randint(1, 4))}
+        assert yamlout.dump(doc) == dump_reference(doc), doc
+        try:
+            yamlout._write_mapping(doc, "", 0, [])
+            direct += 1
+        except yamlout._NotSimple:
+            pass
+    assert direct > 400  # the direct writer, not only the fallback, was compared
+
+
+def test_long_text_folds_where_libyaml_folds_it() -> None:
+    words = ["w" * n for n in (3, 9, 1, 17, 30, 2, 11, 5, 8, 21, 4, 13, 7, 26, 6, 10, 2, 19, 3, 15)] * 3
+    for cut in range(1, len(words)):
+        text = " ".join(words[:cut])
+        for doc in ({"k": text}, {"outer": {"inner": [text, {"key": text}]}}, {"k": text + ": colon"},
+                    {"k": "'" + text}, {"k": [[text]]}):
+            assert yamlout.dump(doc) == dump_reference(doc)
+
+
+@pytest.mark.parametrize("doc", [
+    {"": 1}, {"": ""}, {"a": {"": [""]}}, {"x" * 127: 1}, {"x" * 128: 1}, {"x" * 129: 1}, {"a b" * 50: "c"},
+    {"k": ["", [""], [[]]]}, {"-": "-a"}, {"k": "x\n"}, {"k": "x\n\n"}, {"k": " x\ny"}, {"k": "x\n y\n"},
+    {"k": "---x"}, {"k": "a:b"}, {"k": ":a"}, {"k": "a #b"}, {"k": "a#b"}, {"k": "it's"}, {"k": "0755"}, {"k": "Yes"},
+], ids=repr)
+def test_edges_of_the_direct_writer(doc) -> None:
+    assert yamlout.dump(doc) == dump_reference(doc)

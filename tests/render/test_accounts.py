@@ -12,9 +12,9 @@ from slurmk8s.actions.accounts import apply_accounts, read_tree
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.render import render
-from slurmk8s.render.accounts import (
-    AccountState, QosState, UserAssoc, desired_tree, fresh_tree, parse_tree, plan_accounts, slurm_minutes,
-    slurm_time,
+from slurmk8s.render.k8s.accounts import desired_tree
+from slurmk8s.render.sacctmgr import (
+    AccountState, QosState, UserAssoc, fresh_tree, parse_tree, plan_accounts, slurm_minutes, slurm_time,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,8 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.profile import scheduling
 from slurmk8s.render import render
 from slurmk8s.render import sacctmgr
-from slurmk8s.render.accounts import accounts_program, desired_tree, fresh_tree, tree_from_json, tree_to_json
+from slurmk8s.render.k8s.accounts import accounts_program, desired_tree
+from slurmk8s.render.sacctmgr import fresh_tree, tree_from_json, tree_to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"

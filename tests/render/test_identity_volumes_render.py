@@ -8,6 +8,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
+from slurmk8s import naming
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
 from slurmk8s.render.k8s.identity import identity_script
@@ -45,7 +46,7 @@ def objects(text: str = PROFILE) -> list[dict]:
 
 def pod_templates(objs: list[dict]) -> dict[str, dict]:
     return {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objs
-            if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet")}
+            if o["kind"] in naming.WORKLOAD_KINDS}
 
 
 def find(objs: list[dict], kind: str, name: str) -> dict:

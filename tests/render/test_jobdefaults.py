@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from slurmk8s import naming
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
 
@@ -120,7 +121,7 @@ PODS = '''\
 
 def test_pod_settings_reach_every_workload_and_leave_our_labels_alone() -> None:
     b = bundle("profiles/gpu-ib.yaml", lambda t: t.replace("  restapi:\n", PODS + "  restapi:\n"))
-    workloads = [o for o in b.objects + b.hooks if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet", "Job")]
+    workloads = [o for o in b.objects + b.hooks if o["kind"] in naming.POD_TEMPLATE_KINDS]
     assert {o["metadata"]["name"] for o in workloads} >= {"research-controller", "research-mariadb", "research-h100",
                                                           "research-login", "research-restapi"}
     assert [o["kind"] for o in b.hooks if o["kind"] == "Job"] == ["Job", "Job"]  # the account tree's and the rollout's

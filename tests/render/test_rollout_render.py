@@ -39,7 +39,7 @@ def test_pool_statefulsets_are_on_delete_and_the_rest_roll(example_profile: Path
 def test_every_slurm_workload_says_its_slurm_release(example_profile: Path) -> None:
     bundle = render_file(example_profile)
     for obj in bundle.objects:
-        if obj["kind"] in ("StatefulSet", "Deployment", "DaemonSet"):
+        if obj["kind"] in naming.WORKLOAD_KINDS:
             component = obj["metadata"]["labels"][naming.LABEL_COMPONENT]
             version = obj["metadata"].get("annotations", {}).get(naming.ANNOTATION_SLURM_VERSION)
             assert version == (None if component == naming.DATABASE else bundle.version), obj["metadata"]["name"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slurmk8s import naming
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.quantity import to_mib
@@ -91,7 +92,7 @@ def test_pod_mode_keeps_every_other_slurm_pod_off_the_shared_nodes_but_not_the_s
     profile = read_profile(POD)
     shared = sorted(n for s in profile.side_by_side.shapes for n in s.nodes)
     for obj in render(profile).objects:
-        if obj["kind"] not in ("StatefulSet", "Deployment", "DaemonSet"):
+        if obj["kind"] not in naming.WORKLOAD_KINDS:
             continue
         preferred = (obj["spec"]["template"]["spec"].get("affinity", {}).get("nodeAffinity", {})
                      .get("preferredDuringSchedulingIgnoredDuringExecution", []))
@@ -103,7 +104,7 @@ def test_pod_mode_keeps_every_other_slurm_pod_off_the_shared_nodes_but_not_the_s
 def test_host_mode_and_no_side_by_side_prefer_no_nodes() -> None:
     for path in (HOST, ROOT / "profiles/kind-dev.yaml"):
         for obj in render(read_profile(path)).objects:
-            if obj["kind"] in ("StatefulSet", "Deployment", "DaemonSet"):
+            if obj["kind"] in naming.WORKLOAD_KINDS:
                 assert "preferredDuringSchedulingIgnoredDuringExecution" not in str(obj), obj["metadata"]["name"]
 
 

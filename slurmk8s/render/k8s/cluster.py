@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.accounts import manages_accounts
+from slurmk8s.render.k8s.accounts import manages_accounts
 from slurmk8s.render.k8s.common import Obj, meta
-
-SLURM_COMPONENTS = (naming.CONTROLLER, naming.ACCOUNTING, naming.WORKER, naming.LOGIN, naming.RESTAPI)
-
 
 def build_namespace(profile: Profile) -> Obj:
     """The profile's namespace."""
@@ -24,7 +21,7 @@ def build_configmap_slurm(profile: Profile, files: dict[str, str]) -> Obj:
 def slurm_components(profile: Profile) -> tuple[str, ...]:
     """Components whose pods the Slurm NetworkPolicy covers: the daemons, and the account tree's Job
     when the GitOps outputs carry it (it takes no connections; it only reaches slurmdbd)."""
-    return SLURM_COMPONENTS + ((naming.ACCOUNTS,) if manages_accounts(profile) else ())
+    return naming.SLURM_COMPONENTS + ((naming.ACCOUNTS,) if manages_accounts(profile) else ())
 
 
 def build_networkpolicy_slurm(profile: Profile) -> Obj:

@@ -34,7 +34,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
     # StateSaveLocation a "SEVERE SECURITY VULNERABILITY" (found on kind).
     script = [f"chown slurm:slurm {STATE_SAVE} {RUN_DIR}", f"chmod 0700 {STATE_SAVE}"] + jwt_script
     slurmctld = {
-        "name": "slurmctld",
+        "name": naming.DAEMON[naming.CONTROLLER],  # the container kube/execpod.py runs commands in
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["slurmctld", "-D"],
@@ -76,16 +76,11 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         claims = [pvc_template("statesave", profile.controller_storage.size, profile.controller_storage.storage_class)]
     else:
         # Primary and backup must share one StateSaveLocation: one ReadWriteMany claim.
-        volumes.append({"name": "statesave", "persistentVolumeClaim": {"claimName": shared_statesave_claim(profile)}})
+        volumes.append({"name": "statesave", "persistentVolumeClaim": {"claimName": naming.controller_statesave_claim(profile.name)}})
     return statefulset(
         profile, name, naming.CONTROLLER, profile.controller_replicas, name, pod,
         {naming.ANNOTATION_CONFIG_HASH: config_hash}, claims=claims,
     )
-
-
-def shared_statesave_claim(profile: Profile) -> str:
-    """Name of the ReadWriteMany claim a primary and a backup slurmctld share."""
-    return f"{naming.component_name(profile.name, naming.CONTROLLER)}-statesave"
 
 
 def build_pvc_controller_shared(profile: Profile) -> Obj | None:
@@ -96,4 +91,4 @@ def build_pvc_controller_shared(profile: Profile) -> Obj | None:
     if profile.controller_storage.storage_class:
         spec["storageClassName"] = profile.controller_storage.storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": meta(profile, shared_statesave_claim(profile), naming.CONTROLLER), "spec": spec}
+            "metadata": meta(profile, naming.controller_statesave_claim(profile.name), naming.CONTROLLER), "spec": spec}

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 
 Obj = dict[str, Any]
 
-WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "Job")
 
 
 def with_pod_settings(profile: Profile, obj: Obj) -> Obj:
     """A copy of a workload with the profile's pod settings (other objects, or none set: obj itself)."""
     settings = profile.pod_settings
-    if obj.get("kind") not in WORKLOAD_KINDS or settings == type(settings)():
+    if obj.get("kind") not in naming.POD_TEMPLATE_KINDS or settings == type(settings)():
         return obj
     template = obj["spec"]["template"]
     meta = dict(template.get("metadata", {}))

@@ -23,14 +23,12 @@ BUSY_DIR = "/etc/slurmk8s/busy"  # the busy-marking programs, mounted in slurmct
 # How long one replaced pod may take to come back Ready and registered (image pulls count).
 READY_TIMEOUT = 900
 # Components whose workloads carry the Slurm release they run.
-SLURM_COMPONENTS = (naming.ACCOUNTING, naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
-WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet")
 
 
 def with_rollout_fields(profile: Profile, obj: Obj) -> Obj:
     """A copy of a workload with the Slurm version annotation, and OnDelete for a pool's StatefulSet."""
     labels = obj["metadata"].get("labels") or {}
-    if obj["kind"] not in WORKLOADS or labels.get(naming.LABEL_COMPONENT) not in SLURM_COMPONENTS:
+    if obj["kind"] not in naming.WORKLOAD_KINDS or labels.get(naming.LABEL_COMPONENT) not in naming.SLURM_COMPONENTS:
         return obj
     annotations = {**obj["metadata"].get("annotations", {}), naming.ANNOTATION_SLURM_VERSION: profile.version}
     out = {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}

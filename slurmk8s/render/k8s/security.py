@@ -13,8 +13,6 @@ from slurmk8s.render.k8s.common import Obj
 
 SECCOMP_RUNTIME_DEFAULT = {"seccompProfile": {"type": "RuntimeDefault"}}
 SKIP_ANNOTATION_PREFIX = "checkov.io/skip"
-WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet")
-SCANNED_KINDS = WORKLOAD_KINDS + ("Job",)  # everything with a pod template
 
 # Reasons shared by several components.
 _PULL = "images are pinned by Slurm version tag; IfNotPresent lets kind and air-gapped nodes use preloaded images"
@@ -109,7 +107,7 @@ ACCEPTED_WITH_TOKEN: dict[str, str] = {
 
 def accepted_findings(obj: Obj) -> dict[str, str]:
     """check id -> reason for the findings accepted on this workload ({} for other kinds)."""
-    if obj.get("kind") not in SCANNED_KINDS:
+    if obj.get("kind") not in naming.POD_TEMPLATE_KINDS:
         return {}
     component = obj["metadata"].get("labels", {}).get(naming.LABEL_COMPONENT)
     found = dict(ACCEPTED.get(component, {}))

@@ -136,7 +136,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     if pool.rdma and pool.rdma.networks:
         annotations[naming.ANNOTATION_MULTUS] = ",".join(pool.rdma.networks)
     if gres_of(pool):
-        annotations["slurmk8s.io/gres"] = gres_of(pool)
+        annotations[naming.ANNOTATION_GRES] = gres_of(pool)
     sts = statefulset(profile, name, naming.WORKER, segment.replicas, naming.nodes_service(profile.name), pod,
                       annotations, pool=pool.name, parallel=True)
     # The elastic range, for `scale`, the lab and reviewers: Slurm knows max_replicas nodes.

@@ -8,6 +8,11 @@ selects busy pods, so `kubectl drain` (an eviction) waits until their jobs end; 
 It runs as SlurmUser with the controller's ServiceAccount, whose Role allows patching exactly the pool
 pods. It always exits 0: a failing PrologSlurmctld would requeue the job, and a missed label costs
 only the eviction guard, never a job. Standard library only; nodes.json maps node names to pods.
+
+The prolog returns only once the job's resumed nodes registered: slurmctld starts a job on powered-up
+nodes when its PrologSlurmctld ends with the nodes ready, and otherwise only in a periodic pass that runs
+every 30 s (job_time_limit, PERIODIC_TIMEOUT). Waiting here also means the pods exist when labelled.
+Not `scontrol wait_job`: it waits for the job to leave CONFIGURING, which needs this prolog to end.
 """
 
 import json
@@ -15,11 +20,15 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 LABEL = "slurmk8s.io/busy"
+POLL_S = 0.5  # first pause between the prolog's questions whether the resumed nodes registered
+POLL_MAX_S = 2.0  # the pause grows to this: many jobs waiting at once must not flood slurmctld
+JOB_CHECK_EVERY = 10  # polls between checks that the job still holds its nodes
 
 
 def log(message):
@@ -62,6 +71,55 @@ def still_held(node, job):
     return out.returncode != 0 or any(j != job for j in out.stdout.split())
 
 
+def scontrol(*args):
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=20)
+
+
+def not_yet_up(nodes):
+    """The nodes slurmctld has yet to resume (POWERED_DOWN) or holds as powering up; empty once any
+    failed (DOWN: slurmctld requeues the job itself) or slurmctld did not answer."""
+    out = scontrol("show", "node", "--oneliner", ",".join(nodes))
+    if out.returncode != 0:
+        return []
+    states = {}
+    for line in out.stdout.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        states[fields.get("NodeName")] = fields.get("State", "").split("+")
+    if any("DOWN" in flags for flags in states.values()):
+        return []
+    return [n for n, flags in states.items() if "POWERING_UP" in flags or "POWERED_DOWN" in flags]
+
+
+def resume_timeout():
+    """slurmctld's ResumeTimeout in seconds (after it, slurmctld gives the nodes up), 600 if unreadable."""
+    for line in scontrol("show", "config").stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ResumeTimeout":
+            digits = value.split()[0] if value.split() else ""
+            return int(digits) if digits.isdigit() else 600
+    return 600
+
+
+def job_allocated(job):
+    out = scontrol("show", "job", "--oneliner", job)
+    return out.returncode == 0 and any(f"JobState={s}" in out.stdout for s in ("RUNNING", "CONFIGURING"))
+
+
+def wait_for_resumed_nodes(nodes, job):
+    """Return once no node of the job is powering up, the job lost its allocation, or ResumeTimeout passed."""
+    waiting = not_yet_up(nodes)
+    if not waiting:
+        return
+    deadline = time.monotonic() + resume_timeout() + 30
+    polls = 0
+    while waiting and time.monotonic() < deadline:
+        time.sleep(min(POLL_MAX_S, POLL_S * 1.5 ** polls))
+        polls += 1
+        if polls % JOB_CHECK_EVERY == 0 and not job_allocated(job):
+            return
+        waiting = not_yet_up(waiting)
+
+
 def main(verb):
     with open(os.path.join(HERE, "nodes.json")) as fh:
         config = json.load(fh)
@@ -71,6 +129,8 @@ def main(verb):
         return
     nodes = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True,
                            timeout=20).stdout.split()
+    if verb == "prolog":
+        wait_for_resumed_nodes(nodes, job)
     for node in nodes:
         pod = pod_of(config, node)
         if pod is None or (verb == "epilog" and still_held(node, job)):

@@ -1,0 +1,123 @@
+"""spec.slurm: the Slurm release, auth, images, slurm.conf overrides and extra files: loading and checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from slurmk8s import naming, versions
+from slurmk8s.profile.defaults import DEFAULTS
+
+if TYPE_CHECKING:  # the section is part of Profile: no import cycle at run time
+    from slurmk8s.profile.model import Profile
+
+Problem = tuple[tuple, str, bool]
+
+
+@dataclass(frozen=True)
+class Images:
+    controller: str
+    worker: str
+    accounting: str
+    login: str
+    restapi: str
+    database: str
+    pull_policy: str
+
+
+# slurm.conf keys the generator writes; a profile may not override them through
+# spec.slurm.config because the pods, Services and secrets depend on their values.
+OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",
+    "SlurmUser", "SlurmdUser", "AuthType", "CredType", "AuthInfo", "AuthAltTypes", "AuthAltParameters",
+    "SlurmctldPort", "SlurmdPort", "SrunPortRange", "StateSaveLocation", "SlurmdSpoolDir",
+    "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "ProctrackType", "TaskPlugin",
+    "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
+    "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
+    "SlurmctldParameters", "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
+    "PrologSlurmctld", "EpilogSlurmctld",  # the busy marks (render/k8s/rollout.py)
+    # spec.scheduling
+    "SchedulerType", "SchedulerParameters", "PriorityType", "PriorityWeightFairshare", "PriorityWeightAge",
+    "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS", "PriorityDecayHalfLife",
+    "PriorityMaxAge", "PriorityCalcPeriod", "PreemptType", "PreemptMode", "AccountingStorageEnforce",
+))
+
+
+DAEMON_PORTS = (6817, 6818, 6819, 6820)  # slurmctld, slurmd, slurmdbd, slurmrestd
+
+
+DEFAULT_IMAGE_REGISTRY = "ghcr.io/slinkyproject"
+
+
+# Slurm releases SlinkyProject publishes images for (docs/research/slinky-facts.md).
+SLINKY_IMAGE_VERSIONS = frozenset({"24.11", "25.05", "25.11", "26.05"})
+
+
+# Files the generator writes into /etc/slurm (slurm.conf's companions, keys, scripts).
+GENERATED_FILES = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "topology.conf", "slurmdbd.conf",
+                             "task_prolog.sh", "acct_gather.conf", "oci.conf"})
+
+
+def conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    return str(value)
+
+
+def load_images(raw: dict, version: str) -> Images:
+    registry = raw.get("registry", _d("spec.slurm.images.registry"))
+    tag = raw.get("tag") or naming.image_tag(version, raw.get("os", _d("spec.slurm.images.os")))
+
+    def image(component: str, daemon: str) -> str:
+        return raw.get(component) or naming.image_ref(registry, daemon, tag)
+
+    return Images(
+        controller=image("controller", "slurmctld"),
+        worker=image("worker", "slurmd"),
+        accounting=image("accounting", "slurmdbd"),
+        login=image("login", "login"),
+        restapi=image("restapi", "slurmrestd"),
+        database=raw.get("database", _d("spec.slurm.images.database")),
+        pull_policy=raw.get("pullPolicy", _d("spec.slurm.images.pullPolicy")),
+    )
+
+
+def check_slurm(profile: Profile, spec: dict) -> list[Problem]:
+    out: list[Problem] = []
+    slurm = spec.get("slurm", {})
+    dialect = versions.dialect(profile.version)
+    if profile.auth == "slurm" and not dialect.has_auth_slurm:
+        out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
+    for key in slurm.get("config", {}):
+        # A value with a line break (which could smuggle in owned keys) never gets here: loader.unsafe_text.
+        if key.lower() in OWNED_SLURM_KEYS:
+            out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
+    low, high = (int(x) for x in profile.srun_port_range.split("-"))
+    if not 1024 <= low <= high <= 65535:
+        out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))
+    elif low <= DAEMON_PORTS[-1] and high >= DAEMON_PORTS[0]:
+        out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' overlaps the ports of the Slurm "
+                    f"daemons ({DAEMON_PORTS[0]}-{DAEMON_PORTS[-1]}: slurmctld, slurmd, slurmdbd, slurmrestd); "
+                    "choose a range outside them, such as 60001-63000", False))
+    images = slurm.get("images", {})
+    custom = "tag" in images or images.get("registry", DEFAULT_IMAGE_REGISTRY) != DEFAULT_IMAGE_REGISTRY
+    if not custom and not all(c in images for c in naming.SLURM_COMPONENTS):
+        if profile.auth == "munge":
+            out.append((("spec", "slurm", "auth"), "SlinkyProject's images carry no munged: with auth 'munge' set "
+                        "spec.slurm.images (registry/tag or per component) to images that do, such as those of "
+                        "`slurmk8s images build`", False))
+        elif profile.version not in SLINKY_IMAGE_VERSIONS:
+            out.append((("spec", "slurm", "version"), f"SlinkyProject publishes no images for Slurm {profile.version}; "
+                        "set spec.slurm.images.registry/tag to images you build (`slurmk8s images build` makes "
+                        "them for 22.05, 24.11 and 26.05)", False))
+    return out
+
+
+def check_extra_files(spec: dict) -> list[Problem]:
+    files = spec.get("slurm", {}).get("extraFiles", {})
+    return [(("spec", "slurm", "extraFiles", name), f"{name} is written by the generator; it cannot be replaced here",
+             True) for name in files if name in GENERATED_FILES]
+
+
+def _d(path: str) -> Any:
+    return DEFAULTS[path]
