@@ -72,8 +72,11 @@ def placements(cluster: Cluster) -> dict[str, tuple[str, str]]:
 
 
 def test_the_second_gpu_pod_waits_rather_than_share_the_only_gpu_node(gpu_cluster: Cluster) -> None:
-    seen = wait_until(lambda: (p := placements(gpu_cluster)) if len(p) == 2 and all(node or why for node, why in p.values())
-                      else None, 180, "both GPU pods scheduled or found unschedulable")
+    def settled() -> dict | None:
+        p = placements(gpu_cluster)
+        return p if len(p) == 2 and all(node or why for node, why in p.values()) else None
+
+    seen = wait_until(settled, 180, "both GPU pods scheduled or found unschedulable")
     nodes = sorted(node for node, _ in seen.values() if node)
     assert nodes == [WORKERS[0]], seen  # room for both there, yet only one runs there
     (why,) = [why for node, why in seen.values() if not node]
@@ -82,6 +85,9 @@ def test_the_second_gpu_pod_waits_rather_than_share_the_only_gpu_node(gpu_cluste
 
 def test_a_second_gpu_node_takes_the_waiting_pod(gpu_cluster: Cluster) -> None:
     advertise_gpus(gpu_cluster, WORKERS[1], 8)
-    seen = wait_until(lambda: (p := placements(gpu_cluster)) if len(p) == 2 and all(n for n, _ in p.values()) else None,
-                      180, "both GPU pods scheduled")
+    def scheduled() -> dict | None:
+        p = placements(gpu_cluster)
+        return p if len(p) == 2 and all(node for node, _ in p.values()) else None
+
+    seen = wait_until(scheduled, 180, "both GPU pods scheduled")
     assert sorted(node for node, _ in seen.values()) == WORKERS, seen
