@@ -27,7 +27,7 @@ from slurmk8s.lab import state as lab_state
 from slurmk8s.lab.adapt import (
     ALWAYS, CLAIMS_IN_MEMORY, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations)
 from slurmk8s.lab.errors import LabError, LabUnavailable
-from slurmk8s.lab.plan import Container, Pod, max_replicas, pod_for, pods_of, workloads
+from slurmk8s.lab.plan import Container, Pod, Probe, max_replicas, pod_for, pods_of, workloads
 from slurmk8s.lab.runtime import (  # noqa: F401 (the lab's public API, as before the split)
     CLIENT_PATH, INIT_DEADLINE_S, READY_DEADLINE_S, Clock, exec_in_lab, slurm_client_pod, wait_nodes_idle)
 from slurmk8s.lab.scaleapi import NotFound, ScaleAPI, scale_grants
@@ -163,6 +163,9 @@ class Lab:
 
     def wait_ready(self, pod: Pod, c: Container, deadline_s: float = READY_DEADLINE_S) -> None:
         self.runtime.wait_ready(pod, c, deadline_s)
+
+    def probe_passes(self, pod: Pod, c: Container, probe: Probe) -> bool:
+        return self.runtime.probe_passes(pod, c, probe)
 
     def start_pod(self, pod: Pod) -> None:
         """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""

@@ -7,10 +7,12 @@ test can run them on a fake one, without sleeping.
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -19,7 +21,7 @@ from slurmk8s import naming
 from slurmk8s.lab import kubelet, sandbox
 from slurmk8s.lab import state as lab_state
 from slurmk8s.lab.errors import LabError
-from slurmk8s.lab.plan import Container, Pod
+from slurmk8s.lab.plan import Container, Pod, Probe
 
 if TYPE_CHECKING:
     from slurmk8s.lab.cluster import Lab
@@ -87,10 +89,10 @@ def _failure_details(error: BaseException | None, log_path) -> str:
     return "".join("\n" + p for p in parts)
 
 
-def tcp_open(ip: str, port: int) -> bool:
+def tcp_open(ip: str, port: int, timeout_s: float = 0.5) -> bool:
     """A tcpSocket probe: something accepts on ip:port."""
     try:
-        with socket.create_connection((ip, port), timeout=0.5):
+        with socket.create_connection((ip, port), timeout=timeout_s):
             return True
     except OSError:
         return False
@@ -158,13 +160,32 @@ class ContainerRuntime:
             raise LabError(f"{pod.name}: init container {c.name} exited {code}:\n{sandbox.tail(self.log_path(pod, c.name))}")
 
     def wait_ready(self, pod: Pod, c: Container, deadline_s: float = READY_DEADLINE_S) -> None:
-        """The rendered readinessProbe (tcpSocket), checked from the host's side of the bridge."""
-        if c.ready_port is None:
+        """The rendered readinessProbe passes (see ``probe_passes``)."""
+        if c.readiness is None:
             return
-        ip = self.lab.network.pods[pod.name].ip
-        wait_until(lambda: tcp_open(ip, c.ready_port), deadline_s, f"{pod.name}/{c.name} ready on {ip}:{c.ready_port}",
-                   proc=self.procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name), clock=self.clock)
+        wait_until(lambda: self.probe_passes(pod, c, c.readiness), deadline_s, f"{pod.name}/{c.name} readiness probe",
+                   proc=self.procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name),
+                   interval=0.5 if c.readiness.command else POLL_S, clock=self.clock)
         self.lab.mark(f"{pod.name}/{c.name} ready")
+
+    def probe_passes(self, pod: Pod, c: Container, probe: Probe) -> bool:
+        """One run of a rendered probe as the kubelet runs it: an exec in the container as its user,
+        exit 0 within timeoutSeconds; an HTTP GET or a TCP connect from the host's side of the bridge,
+        a 2xx/3xx answer or an accepted connection within timeoutSeconds."""
+        box = self.lab.network.pods[pod.name]
+        if probe.command:
+            try:
+                return box.exec_in(probe.command, proc=self.procs[(pod.name, c.name)],
+                                   timeout=probe.timeout_s).returncode == 0
+            except LabError:  # timed out: the kubelet counts it as a failure
+                return False
+        if probe.path:
+            try:
+                with urllib.request.urlopen(f"http://{box.ip}:{probe.port}{probe.path}", timeout=probe.timeout_s) as r:
+                    return 200 <= r.status < 400
+            except (OSError, http.client.HTTPException):  # HTTPError (4xx/5xx) and timeouts included
+                return False
+        return tcp_open(box.ip, probe.port, probe.timeout_s)
 
     def restart(self, pod: Pod, c: Container) -> None:
         """Kill one container's process and start it again (init containers do not rerun, as in Kubernetes)."""
