@@ -1,50 +1,44 @@
 """Boot a rendered bundle as a real Slurm cluster: one sandbox per pod, the rendered containers inside.
 
 A lab outlives the command that booted it (daemons run in their own sessions); what a
-later `lab exec` / `lab down` needs is kept in <lab dir>/lab.json.
+later `lab exec` / `lab down` needs is kept in the lab's one state file (state.py).
+
+The parts, as kind splits its providers: sandbox.py (namespaces) and volumes.py (mounts),
+runtime.py (processes, probes, exec, waits), scaleapi.py (the one Kubernetes API the lab
+answers), state.py (the state file). This module boots, scales and tears down a whole lab.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import socket
-import stat
 import subprocess
-import tempfile
 import threading
-import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from slurmk8s import debian, material, naming
-from slurmk8s.lab import kubelet, sandbox
+from slurmk8s import debian, naming
+from slurmk8s.lab import kubelet, runtime, sandbox
 from slurmk8s.lab import rootfs as rootfs_mod
-from slurmk8s.lab.adapt import ALWAYS, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations
+from slurmk8s.lab import state as lab_state
+from slurmk8s.lab.adapt import (
+    ALWAYS, CLAIMS_IN_MEMORY, Adaptation, adapt_slurm_files, gpu_adaptations, image_adaptations)
 from slurmk8s.lab.errors import LabError, LabUnavailable
-from slurmk8s.lab.plan import Container, Pod, Volume, dns_names, max_replicas, pod_for, pods_of, workloads
-from slurmk8s.lab.scaleapi import ScaleAPI, scale_grants
+from slurmk8s.lab.plan import Container, Pod, Probe, max_replicas, pod_for, pods_of, workloads
+from slurmk8s.lab.runtime import (  # noqa: F401 (the lab's public API, as before the split)
+    CLIENT_PATH, INIT_DEADLINE_S, READY_DEADLINE_S, Clock, exec_in_lab, slurm_client_pod, wait_nodes_idle)
+from slurmk8s.lab.scaleapi import NotFound, ScaleAPI, scale_grants
+from slurmk8s.lab.state import LAB_ROOT, lab_dir_of, lab_id_of  # noqa: F401
+from slurmk8s.lab.volumes import materialise_pod, materialise_secrets, write_hosts
 from slurmk8s.render import Bundle
 
-LAB_ROOT = Path("/var/lib/slurmk8s/labs")
 # Boot order = the order `up` waits in; each stage is Ready before the next starts.
 STAGES = naming.COMPONENTS
-INIT_DEADLINE_S = 60
-READY_DEADLINE_S = 60
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-CLIENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def lab_id_of(bundle: Bundle) -> str:
-    """One lab per cluster name on a machine."""
-    return f"lab-{bundle.cluster}"[:40]
-
-
-def lab_dir_of(lab_id: str) -> Path:
-    return LAB_ROOT / lab_id
+PARALLEL_PODS = 8  # pods set up at once in boot: each is a few short processes on a shared machine
 
 
 @dataclass
@@ -66,6 +60,9 @@ class Lab:
     slurm_files: dict[str, str]
     network: sandbox.LabNetwork | None = None
     api: ScaleAPI | None = None
+    clock: Clock = runtime.SYSTEM_CLOCK
+    started: float | None = None  # on clock; events are seconds since
+    events: list[tuple[float, str]] = field(default_factory=list)  # the boot's timeline
 
     @property
     def version(self) -> str:
@@ -74,25 +71,28 @@ class Lab:
     # ------------------------------------------------------------ state shared across commands
 
     def save(self) -> None:
-        state = {"lab_id": self.lab_id, "version": self.version, "replicas": self.replicas,
+        """Write the lab section of the state file (another process's `lab exec` or `lab down` reads it)."""
+        c = self.runtime
+        saved = {"lab_id": self.lab_id, "version": self.version, "replicas": dict(self.replicas),
                  "images": {ref: {"ref": i.ref, "id": i.image_id, "path": str(i.path)} for ref, i in self.images.items()},
                  "adaptations": [str(a) for a in self.adaptations],
                  "pods": {p.name: {"component": p.component, "ip": self.network.pods[p.name].ip,
-                                   "containers": self._pids.get(p.name, {}),
-                                   "exec": self._exec.get(p.name, {})}
+                                   "containers": dict(c.pids.get(p.name, {})),  # copies: other threads
+                                   "exec": dict(c.exec_specs.get(p.name, {}))}  # start containers meanwhile
                           for p in self.pods if self.network and p.name in self.network.pods}}
-        state["api"] = getattr(self, "_admin", None)
-        state["supervisor"] = getattr(self, "_supervisor", None)
-        # Atomic: `lab exec` in another process, or the scale API thread, may read it meanwhile.
-        tmp = self.lab_dir / f"lab.json.{threading.get_ident()}"
-        tmp.touch(mode=0o600)
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-        os.replace(tmp, self.lab_dir / "lab.json")
+        saved["api"] = getattr(self, "_admin", None)
+        saved["supervisor"] = getattr(self, "_supervisor", None)
+        self.state_file.put(lab_state.LAB, saved)
+
+    def mark(self, what: str) -> None:
+        """One point of the timeline (what `bench/lab.py` prints)."""
+        if self.started is None:
+            self.started = self.clock.monotonic()
+        self.events.append((self.clock.monotonic() - self.started, what))
 
     def __post_init__(self) -> None:
-        self._pids: dict[str, dict[str, int]] = {}
-        self._exec: dict[str, dict[str, dict]] = {}  # pod -> container -> its identity and env, for exec
-        self._procs: dict[tuple[str, str], subprocess.Popen] = {}
+        self.runtime = runtime.ContainerRuntime(self, self.clock)
+        self.state_file = lab_state.StateFile(self.lab_id, sandbox.STATE_DIR)  # the network writes it too
         self._scale_lock = threading.Lock()  # one scale at a time, as one StatefulSet controller
         self._pods_lock = threading.Lock()  # writers of self.pods
         # Stable sandbox index (and so IP) per possible pod, pool members up to their ceiling.
@@ -150,80 +150,61 @@ class Lab:
         env.setdefault("HOME", kubelet.home_of(uid, image.read("/etc/passwd")))  # as runc does
         return env
 
-    # ------------------------------------------------------------ processes
+    # ------------------------------------------------------------ processes (runtime.py)
 
     def start_container(self, pod: Pod, c: Container) -> subprocess.Popen:
-        """Start one container as a runtime would: its image's files under a fresh writable layer, as its user."""
-        box = self.network.pods[pod.name]
-        image = self.images[c.image]
-        who = self.identity(pod, c)
-        env = self.container_env(pod, c, who.uid)
-        argv = kubelet.container_argv(c.command, c.args, image.config.entrypoint, image.config.cmd)
-        proc = box.start(argv, env, self.container_mounts(pod, c), rootfs=image.path,
-                         workdir=c.working_dir or image.config.workdir or "/",
-                         stdout_path=self.pod_dir(pod) / f"{c.name}.log",
-                         layer=self.pod_dir(pod) / "layers" / c.name, identity=who.to_spec(),
-                         unprivileged=not who.privileged)
-        self._procs[(pod.name, c.name)] = proc
-        self._pids.setdefault(pod.name, {})[c.name] = proc.pid
-        self._exec.setdefault(pod.name, {})[c.name] = {"identity": who.to_spec(), "env": env}
-        self.save()
-        return proc
+        return self.runtime.start(pod, c)
 
     def log_path(self, pod: Pod, container: str) -> Path:
-        return self.pod_dir(pod) / f"{container}.log"
+        return self.runtime.log_path(pod, container)
 
     def run_init(self, pod: Pod, c: Container) -> None:
-        """An init container runs to completion; a native sidecar keeps running once its startupProbe passes."""
-        proc = self.start_container(pod, c)
-        if c.sidecar:
-            if c.startup_exec:
-                box = self.network.pods[pod.name]
-                sandbox.wait_until(lambda: box.exec_in(c.startup_exec, proc=proc, timeout=5).returncode == 0,
-                                   READY_DEADLINE_S, f"{pod.name}/{c.name} startup probe", proc=proc,
-                                   log_path=self.log_path(pod, c.name))
-            return
-        try:
-            code = proc.wait(timeout=INIT_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise LabError(f"{pod.name}: init container {c.name} still running after {INIT_DEADLINE_S} s:\n"
-                           f"{sandbox.tail(self.log_path(pod, c.name))}") from None
-        if code != 0:
-            raise LabError(f"{pod.name}: init container {c.name} exited {code}:\n{sandbox.tail(self.log_path(pod, c.name))}")
+        self.runtime.run_init(pod, c)
 
     def wait_ready(self, pod: Pod, c: Container, deadline_s: float = READY_DEADLINE_S) -> None:
-        """The rendered readinessProbe (tcpSocket), checked from the host's side of the bridge."""
-        if c.ready_port is None:
-            return
-        ip = self.network.pods[pod.name].ip
-        sandbox.wait_until(lambda: _tcp_open(ip, c.ready_port), deadline_s,
-                           f"{pod.name}/{c.name} ready on {ip}:{c.ready_port}",
-                           proc=self._procs[(pod.name, c.name)], log_path=self.log_path(pod, c.name))
+        self.runtime.wait_ready(pod, c, deadline_s)
+
+    def probe_passes(self, pod: Pod, c: Container, probe: Probe) -> bool:
+        return self.runtime.probe_passes(pod, c, probe)
 
     def start_pod(self, pod: Pod) -> None:
         """Sandbox, volumes, init containers and sidecars, then the containers (not waiting for readiness)."""
+        self.prepare_pod(pod)
+        self.finish_pod(pod)
+
+    def prepare_pod(self, pod: Pod) -> None:
+        """Sandbox, volumes, and the init containers before the first sidecar: nothing that needs another pod.
+
+        A sidecar may (sackd fetches its config from slurmctld), so it waits for finish_pod.
+        """
         gpus = max((c.gpus for c in pod.containers), default=0)
         cgroups = [pod.slurm_node] if pod.pool else []
         self.network.add_pod(pod.name, pod.hostname, devices=sandbox.fake_gpus(gpus),
                              index=self._index[pod.name], cgroup_names=cgroups)
         with self._pods_lock:
-            if pod not in self.pods:
-                self.pods = self.pods + [pod]
+            if pod not in self.pods:  # in boot order, whichever thread comes first: "first pod" stays the same
+                self.pods = sorted(self.pods + [pod], key=self._boot_order)
         materialise_pod(self, pod)
         write_hosts(self)
-        for c in pod.init:
+        for c in pod.init[:_leading_inits(pod)]:
+            self.run_init(pod, c)
+
+    def finish_pod(self, pod: Pod) -> None:
+        """The init containers from the first sidecar on, then the containers."""
+        for c in pod.init[_leading_inits(pod):]:
             self.run_init(pod, c)
         for c in pod.containers:
             self.start_container(pod, c)
+
+    def _boot_order(self, pod: Pod) -> tuple[int, int]:
+        return STAGES.index(pod.component) if pod.component in STAGES else len(STAGES), self._index[pod.name]
 
     def stop_pod(self, pod: Pod, grace_s: float = 30) -> None:
         """Delete a pod as the kubelet would: SIGTERM, grace period, SIGKILL; its name stops resolving."""
         self.network.remove_pod(pod.name, grace_s)
         with self._pods_lock:
             self.pods = [p for p in self.pods if p is not pod]
-        self._pids.pop(pod.name, None)
-        self._exec.pop(pod.name, None)
+        self.runtime.forget(pod.name)
         write_hosts(self)
         self.save()
 
@@ -232,7 +213,7 @@ class Lab:
         in order, stop the highest first; returns once the pods match."""
         workload = next((w for w in workloads(self.bundle) if w["metadata"]["name"] == statefulset), None)
         if workload is None or workload["kind"] != "StatefulSet":
-            raise KeyError(statefulset)
+            raise NotFound(statefulset)
         if not 0 <= replicas <= max_replicas(workload):
             raise LabError(f"{statefulset}: {replicas} replicas is outside 0..{max_replicas(workload)} "
                            "(the lab has sandboxes for the pool's maxReplicas only)")
@@ -248,23 +229,15 @@ class Lab:
             self.save()
 
     def scale_of(self, statefulset: str) -> tuple[int, int]:
-        """(spec.replicas, status.replicas) of a StatefulSet; KeyError for one the bundle lacks."""
+        """(spec.replicas, status.replicas) of a StatefulSet; NotFound for one the bundle lacks."""
+        if statefulset not in self.replicas:
+            raise NotFound(statefulset)
         return self.replicas[statefulset], sum(1 for p in self.pods if p.owner == statefulset)
 
     def restart_container(self, pod_name: str, container: str) -> None:
         """Kill one container's process and start it again (init containers do not rerun, as in Kubernetes)."""
         pod = self.pod(pod_name)
-        c = next(x for x in pod.containers if x.name == container)
-        proc = self._procs[(pod_name, container)]
-        # As the kubelet does: SIGTERM, then SIGKILL after the grace period.
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        self.start_container(pod, c)
-        self.wait_ready(pod, c)
+        self.runtime.restart(pod, next(x for x in pod.containers if x.name == container))
 
     def pod(self, name: str) -> Pod:
         return next(p for p in self.pods if p.name == name)
@@ -275,7 +248,7 @@ class Lab:
         return exec_in_lab(self.lab_id, argv, pod, timeout, container=container)
 
     def publish_admin_access(self) -> None:
-        """Record in lab.json (root only) how `slurmk8s scale --lab` reaches the scale API."""
+        """Record in the state file (root only) how `slurmk8s scale --lab` reaches the scale API."""
         if self.api:
             self._admin = {"address": self.api.address, "port": self.api.port, "token": self.api.admin_token(),
                            "ca": str(self.api.ca_file)}
@@ -288,140 +261,9 @@ class Lab:
         return down(self.lab_id)
 
 
-def _tcp_open(ip: str, port: int) -> bool:
-    try:
-        with socket.create_connection((ip, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _write_file(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    os.chmod(path, mode)
-
-
-def materialise_secrets(lab: Lab) -> None:
-    """The bundle's Secrets with fresh material, as `up` would create them."""
-    for s in lab.bundle.secrets:
-        _write_file(lab.lab_dir / "secrets" / s.name / s.key, material.generate(s.kind), 0o600)
-
-
-def materialise_pod(lab: Lab, pod: Pod) -> None:
-    """A pod's volumes as a kubelet sets them up: modes, owners and fsGroup; claims as local-path makes them.
-
-    Every volume but a claim starts empty with the pod, and so does the token volume.
-    """
-    config_maps = {o["metadata"]["name"]: dict(o["data"]) for o in lab.bundle.of_kind("ConfigMap")}
-    config_maps[naming.config_map(lab.bundle.cluster)] = lab.slurm_files
-    fs_group = pod.security.fs_group
-    for v in pod.volumes:
-        target = lab.volume_dir(pod, v.name)
-        if v.kind == "claim":
-            # kind's local-path provisioner: `mkdir -m 0777` on the node, a hostPath volume: no fsGroup change
-            if not target.exists():
-                target.mkdir(parents=True)
-                os.chmod(target, kubelet.EMPTY_DIR_MODE)
-            continue
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        if v.kind == "emptyDir":
-            os.chmod(target, kubelet.MEMORY_DIR_MODE if v.medium == "Memory" else kubelet.EMPTY_DIR_MODE)
-            apply_fs_group(target, fs_group, read_only=False)
-            continue
-        payload = _volume_payload(lab, pod, v, config_maps)
-        # a configMap sits on a disk emptyDir, a secret on a Memory one
-        write_projection(target, payload, kubelet.EMPTY_DIR_MODE if v.kind == "configMap" else kubelet.MEMORY_DIR_MODE)
-        apply_fs_group(target, fs_group, read_only=True)
-    shutil.rmtree(lab.pod_dir(pod) / "layers", ignore_errors=True)
-    shm = lab.pod_dir(pod) / "shm"  # the sandbox's /dev/shm: a tmpfs of 64 MiB, 1777, on containerd
-    shutil.rmtree(shm, ignore_errors=True)
-    shm.mkdir(parents=True)
-    os.chmod(shm, kubelet.MEMORY_DIR_MODE)
-    if pod.service_account_token and lab.api:
-        sa = lab.pod_dir(pod) / "serviceaccount"
-        if sa.exists():
-            shutil.rmtree(sa)
-        sa.mkdir(parents=True)
-        account = next(c["spec"]["template"]["spec"].get("serviceAccountName", "default")
-                       for c in workloads(lab.bundle) if c["metadata"]["name"] == pod.owner)
-        owner = kubelet.fs_user(pod.security, [c.security for c in pod.all_containers])
-        mode, uid = kubelet.token_file(kubelet.PROJECTED_DEFAULT_MODE, owner, fs_group)
-        write_projection(sa, {
-            "token": (lab.api.token_for(pod.namespace, account).encode(), mode, uid),
-            "ca.crt": (lab.api.ca_file.read_bytes(), kubelet.PROJECTED_DEFAULT_MODE, None),
-            "namespace": (pod.namespace.encode(), kubelet.PROJECTED_DEFAULT_MODE, None),
-        }, kubelet.MEMORY_DIR_MODE)
-        apply_fs_group(sa, fs_group, read_only=True)
-
-
-def _volume_payload(lab: Lab, pod: Pod, v: Volume, config_maps: dict[str, dict[str, str]]) -> dict:
-    """path -> (data, mode, owner) of a configMap or secret volume (MakePayload: items, or every key)."""
-    if v.kind == "configMap":
-        data = {k: text.encode() for k, text in config_maps[v.source].items()}
-    else:
-        folder = lab.lab_dir / "secrets" / v.source
-        if not folder.is_dir():
-            raise LabError(f"{pod.name}: volume {v.name} needs Secret {v.source}, which nothing creates")
-        data = {f.name: f.read_bytes() for f in folder.iterdir()}
-    items = v.items or tuple((k, k, None) for k in data)
-    return {path: (data[key], v.mode if mode is None else mode, None) for key, path, mode in items}
-
-
-def write_projection(target: Path, payload: dict[str, tuple[bytes, int, int | None]], root_mode: int) -> None:
-    """The atomic writer's layout: files in ..<timestamp> (0755), ..data -> it, one symlink per top-level name."""
-    os.chmod(target, root_mode)
-    stamp = Path(tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=target))
-    os.chmod(stamp, kubelet.DATA_DIR_MODE)
-    for path, (data, mode, owner) in sorted(payload.items()):
-        file = stamp / path
-        for parent in reversed(file.relative_to(stamp).parents[:-1]):
-            if not (stamp / parent).exists():
-                (stamp / parent).mkdir()
-                os.chmod(stamp / parent, kubelet.NESTED_DIR_MODE)
-        file.write_bytes(data)
-        os.chmod(file, mode)
-        if owner is not None:
-            os.chown(file, owner, -1)
-    (target / "..data").symlink_to(stamp.name)
-    for top in sorted({p.split("/", 1)[0] for p in payload}):
-        (target / top).symlink_to(f"..data/{top}")
-
-
-def apply_fs_group(root: Path, fs_group: int | None, read_only: bool) -> None:
-    """changeFilePermission over a whole volume: group fsGroup, group rw (ro) bits, setgid dirs; symlinks only chowned."""
-    if fs_group is None:
-        return
-    _fs_group_one(root, fs_group, read_only)
-    for dirpath, dirnames, filenames in os.walk(root):  # symlinked dirs are listed, not followed
-        for name in dirnames + filenames:
-            _fs_group_one(Path(dirpath, name), fs_group, read_only)
-
-
-def _fs_group_one(path: Path, fs_group: int, read_only: bool) -> None:
-    st = os.lstat(path)
-    os.lchown(path, -1, fs_group)
-    if stat.S_ISLNK(st.st_mode):
-        return
-    os.chmod(path, kubelet.fs_group_mode(stat.S_IMODE(st.st_mode), stat.S_ISDIR(st.st_mode), read_only))
-
-
-def write_hosts(lab: Lab) -> None:
-    """/etc/hosts of every pod: the DNS names of the pods that run now (rewritten in place: bind mounts pin the inode)."""
-    names = dns_names(lab.bundle, lab.pods)
-    lines = ["127.0.0.1 localhost"]
-    lines += [f"{lab.network.pods[p.name].ip} {' '.join(names[p.name])}" for p in lab.pods if p.name in lab.network.pods]
-    if lab.api:  # cluster DNS for the API Service
-        lines.append(f"{lab.api.address} kubernetes kubernetes.default kubernetes.default.svc "
-                     f"kubernetes.default.svc.{lab.bundle.cluster_domain}")
-    path = lab.lab_dir / "hosts"
-    if not path.exists():
-        path.touch()
-    with open(path, "r+") as fh:
-        fh.write("\n".join(lines) + "\n")
-        fh.truncate()
+def _leading_inits(pod: Pod) -> int:
+    """How many init containers come before the first native sidecar."""
+    return next((i for i, c in enumerate(pod.init) if c.sidecar), len(pod.init))
 
 
 def check_lab_version(version: str) -> None:
@@ -451,8 +293,13 @@ def refuse_unsupported(bundle: Bundle, pods: list[Pod], images: dict[str, rootfs
 _SERVED_APIS: dict[str, ScaleAPI] = {}
 
 
-def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], None] = print) -> Lab:
-    """Boot every pod of the bundle; returns when every stage passed its readiness probes."""
+def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], None] = print,
+         clock: Clock = runtime.SYSTEM_CLOCK) -> Lab:
+    """Boot every pod of the bundle; returns when every stage passed its readiness probes.
+
+    The returned lab's ``events`` are the boot's timeline, in seconds since this call.
+    """
+    started = clock.monotonic()
     sandbox.preflight()
     check_lab_version(bundle.version)
     lab_id = lab_id_of(bundle)
@@ -469,12 +316,17 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     refuse_unsupported(bundle, templates, images)
     slurm_files, changed = adapt_slurm_files(bundle.find("ConfigMap", naming.config_map(bundle.cluster))["data"],
                                              os.cpu_count() or 1, _memory_mib())
-    adaptations = list(ALWAYS) + image_adaptations(images.values()) + changed + gpu_adaptations(pods)
+    has_claims = any(v.kind == "claim" for p in templates for v in p.volumes)
+    adaptations = (list(ALWAYS) + image_adaptations(images.values()) + changed + gpu_adaptations(pods)
+                   + ([CLAIMS_IN_MEMORY] if has_claims else []))
     log(f"lab {lab_id}: Slurm {bundle.version}; adaptations:")
     for a in adaptations:
         log(f"  - {a}")
-    lab = Lab(lab_id, lab_dir_of(lab_id), bundle, images, adaptations, [], slurm_files)
-    lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir).create()
+    lab = Lab(lab_id, lab_dir_of(lab_id), bundle, images, adaptations, [], slurm_files, clock=clock, started=started)
+    lab.mark("images resolved")
+    lab.network = sandbox.LabNetwork(lab_id, lab_dir=lab.lab_dir, state_file=lab.state_file).create()
+    if has_claims:  # under the lab dir, so teardown unmounts it
+        sandbox.mount_tmpfs(lab.lab_dir / "claims")
     grants = scale_grants(bundle)
     if any(p.service_account_token for p in pods):
         lab.api = ScaleAPI(lab.network.gateway, lab.lab_dir / "api", lab.scale_of, lab.scale, grants)
@@ -482,85 +334,36 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
         _SERVED_APIS[lab_id] = lab.api
     materialise_secrets(lab)
     lab.save()
+    lab.mark("sandbox ready (bridge, secrets" + (", scale API)" if lab.api else ")"))
+    # As on Kubernetes, every pod's sandbox, volumes and first init containers (MariaDB's
+    # install-db, the config copies) are made at once; the daemons then start stage by stage,
+    # each stage's pods together, because the lab restarts none that exits for want of the last.
+    pool = ThreadPoolExecutor(max_workers=PARALLEL_PODS, thread_name_prefix=f"{lab_id}-pod")
     try:
+        prepared = {p.name: pool.submit(lab.prepare_pod, p) for p in pods}
         for stage in STAGES:
             stage_pods = [p for p in pods if p.component == stage]
             for pod in stage_pods:
-                lab.start_pod(pod)
+                prepared[pod.name].result()
+            for started in [pool.submit(lab.finish_pod, p) for p in stage_pods]:
+                started.result()
             for pod in stage_pods:
                 for c in pod.containers:
                     lab.wait_ready(pod, c)
         wait_nodes_idle(lab)
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # no thread starts anything once the lab is torn down
         api = _SERVED_APIS.pop(lab_id, None)
         if api:
             api.stop()
         raise
+    pool.shutdown(wait=True)
     return lab
 
 
-def slurm_client_pod(state: dict) -> str:
-    pods = state["pods"]
-    for component in (naming.LOGIN, naming.CONTROLLER):
-        for name, p in sorted(pods.items()):
-            if p["component"] == component and p["containers"]:
-                return name
-    raise LabError("the lab has no login or controller pod to run commands in")
-
-
 def load_state(lab_id: str) -> dict:
-    path = lab_dir_of(lab_id) / "lab.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LabError(f"no lab {lab_id} is running (start one with `slurmk8s lab up`)") from None
-
-
-def exec_in_lab(lab_id: str, argv: list[str], pod: str | None = None, timeout: float = 60,
-                input: str | None = None, container: str | None = None) -> subprocess.CompletedProcess:
-    """Run argv in a running lab container as kubectl exec would (works from any process).
-
-    ``container`` defaults to the pod's last running one.
-    """
-    state = load_state(lab_id)
-    name = pod or slurm_client_pod(state)
-    if name not in state["pods"]:
-        raise LabError(f"lab {lab_id} has no pod {name} (pods: {', '.join(sorted(state['pods']))})")
-    pids = state["pods"][name]["containers"]
-    live = [(c, pid) for c, pid in pids.items() if _alive(pid) and container in (None, c)]
-    if not live:
-        raise LabError(f"{name}: {'no container' if container is None else f'container {container}'} is not running"
-                       f" (containers: {', '.join(pids) or 'none'})")
-    container, pid = live[-1]
-    # as kubectl exec: the container's user, groups, capabilities and env
-    how = state["pods"][name].get("exec", {}).get(container, {})
-    return sandbox.run_entered(pid, argv, how.get("env") or {"PATH": CLIENT_PATH}, how.get("identity"), timeout,
-                               input, name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
-
-
-def wait_nodes_idle(lab: Lab, deadline_s: float = 60) -> None:
-    """Every running pool member registered and idle in Slurm."""
-    workers = [p for p in lab.pods if p.component == naming.WORKER]
-    expected = {p.slurm_node for p in workers}
-    if not expected:
-        return
-
-    def idle() -> bool:
-        out = lab.exec(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
-        states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-        return all(states.get(n, "").rstrip("*") == "idle" for n in expected)
-
-    ctl = next(p for p in lab.pods if p.component == naming.CONTROLLER)
-    sandbox.wait_until(idle, deadline_s, f"pool members {', '.join(sorted(expected))} idle in Slurm",
-                       log_path=[lab.log_path(ctl, "slurmctld")] + [lab.log_path(w, "slurmd") for w in workers])
+    """What a running lab recorded for other processes (pods, containers, exec, api, supervisor)."""
+    return lab_state.load_lab(lab_id)
 
 
 def down(lab_id: str, keep_logs: Path | None = None) -> list[str]:
@@ -596,15 +399,17 @@ def save_logs(lab_id: str, target: Path) -> list[Path]:
 def _stop_supervisor(lab_id: str, deadline_s: float = 60) -> None:
     """SIGTERM the `lab up` supervisor of this lab (not ourselves) and wait for it to finish its teardown."""
     try:
-        pid = json.loads((lab_dir_of(lab_id) / "lab.json").read_text()).get("supervisor")
+        saved = lab_state.read_section(lab_id, lab_state.LAB, sandbox.STATE_DIR, legacy_lab_dir=lab_dir_of(lab_id))
     except (OSError, ValueError):
         return
-    if not pid or pid == os.getpid() or not _alive(pid):
+    pid = (saved or {}).get("supervisor")
+    if not pid or pid == os.getpid() or not runtime.alive(pid):
         return
     os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + deadline_s
-    while _alive(pid) and time.monotonic() < end:
-        time.sleep(0.1)
+    try:
+        runtime.wait_until(lambda: not runtime.alive(pid), deadline_s, f"lab {lab_id}'s supervisor {pid} to end")
+    except LabError:
+        pass  # teardown goes on: it kills what the supervisor left
 
 
 def _kernel_capabilities() -> tuple[str, ...]:

@@ -39,6 +39,24 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A rendered probe: tcpSocket (port), httpGet (port, path) or exec (command)."""
+
+    port: int | None = None
+    path: str = ""
+    command: tuple[str, ...] = ()
+    timeout_s: float = 1  # the kubelet's default timeoutSeconds
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any] | None) -> "Probe | None":
+        if not spec:
+            return None
+        how = spec.get("tcpSocket") or spec.get("httpGet") or {}
+        return cls(port=how.get("port"), path=spec.get("httpGet", {}).get("path", ""),
+                   command=tuple(spec.get("exec", {}).get("command", [])), timeout_s=spec.get("timeoutSeconds", 1))
+
+
+@dataclass(frozen=True)
 class Container:
     """One container: its image, command and args (the image's Entrypoint/Cmd fill in), env and mounts."""
 
@@ -49,10 +67,11 @@ class Container:
     env: tuple[tuple[str, str], ...]
     secret_env: tuple[tuple[str, str, str], ...]  # (variable, secret, key)
     mounts: tuple[Mount, ...]
-    ready_port: int | None
+    readiness: Probe | None
     gpus: int = 0
     sidecar: bool = False  # an init container with restartPolicy Always (native sidecar)
     startup_exec: tuple[str, ...] = ()  # startupProbe exec command
+    liveness: Probe | None = None
     working_dir: str = ""
     security: ContainerSecurity = ContainerSecurity()
 
@@ -126,7 +145,6 @@ def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str
         else:
             ref = e["valueFrom"]["secretKeyRef"]
             secret_env.append((e["name"], ref["name"], ref["key"]))
-    probe = c.get("readinessProbe", {}).get("tcpSocket", {}).get("port")
     limits = c.get("resources", {}).get("limits", {})
     gpus = sum(int(v) for k, v in limits.items() if k in gpu_resources)
     return Container(
@@ -138,10 +156,11 @@ def _container(c: dict[str, Any], gpu_resources: set[str], fields: dict[str, str
         secret_env=tuple(secret_env),
         mounts=tuple(Mount(m["name"], m["mountPath"], m.get("readOnly", False), m.get("subPath", ""))
                      for m in c.get("volumeMounts", [])),
-        ready_port=probe,
+        readiness=Probe.from_spec(c.get("readinessProbe")),
         gpus=gpus,
         sidecar=c.get("restartPolicy") == "Always",
         startup_exec=tuple(c.get("startupProbe", {}).get("exec", {}).get("command", [])),
+        liveness=Probe.from_spec(c.get("livenessProbe")),
         working_dir=c.get("workingDir", ""),
         security=ContainerSecurity.from_spec(c.get("securityContext")),
     )

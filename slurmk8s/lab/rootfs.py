@@ -147,11 +147,30 @@ def resolve(rendered: Iterable[str], series: str, cache_dir: Path | None = None,
                                  f"(build the project's images: slurmk8s images build --slurm {series})")
         chosen[ref] = (use, image_id)
     ids = sorted({image_id for _, image_id in chosen.values()})
-    records = json.loads(_engine(["image", "inspect", "--format", "json", *ids], "inspect images").stdout or "[]")
-    configs = {r["Id"].removeprefix("sha256:"): ImageConfig.from_inspect(r.get("Config")) for r in records}
     cache = Path(cache_dir or default_cache_dir())
-    return {ref: LabImage(ref, use, image_id, ensure_exported(image_id, use, cache, log), configs[image_id])
-            for ref, (use, image_id) in chosen.items()}
+    # An image id names its content, config included: kept in its export record, inspected once.
+    raw = {i: info["config"] for i in ids if (info := export_info(i, cache)) and "config" in info}
+    missing = [i for i in ids if i not in raw]
+    if missing:
+        records = json.loads(_engine(["image", "inspect", "--format", "json", *missing], "inspect images").stdout or "[]")
+        raw |= {r["Id"].removeprefix("sha256:"): r.get("Config") or {} for r in records}
+    images = {ref: LabImage(ref, use, image_id, ensure_exported(image_id, use, cache, log),
+                            ImageConfig.from_inspect(raw[image_id]))
+              for ref, (use, image_id) in chosen.items()}
+    for image_id in missing:
+        _remember_config(image_id, cache, raw[image_id])
+    return images
+
+
+def _remember_config(image_id: str, cache_dir: Path, config: dict) -> None:
+    """Add the image's config to its export record (written whole, then renamed: readers never see half)."""
+    info = export_info(image_id, cache_dir)
+    if info is None:
+        return
+    record = exported_path(image_id, cache_dir).with_suffix(".json")
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({**info, "config": config}, indent=1) + "\n")
+    os.replace(tmp, record)
 
 
 def exported_path(image_id: str, cache_dir: Path) -> Path:

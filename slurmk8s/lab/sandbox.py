@@ -7,8 +7,8 @@ is a named netns with a veth on that bridge; its processes are started through `
 fresh UTS + mount namespaces, so each sees its own hostname, /etc/hosts, tmpfs dirs and device
 nodes.
 
-Everything a lab creates is named from the lab id, and recorded in a state file under
-/run/slurmk8s/labs, so that ``teardown(lab_id)`` can clean up after a crash from another
+Everything a lab creates is named from the lab id, and recorded in the sandbox section of the
+lab's state file (``state``), so that ``teardown(lab_id)`` can clean up after a crash from another
 process, and ``leftovers(lab_id)`` can prove that nothing is left.
 """
 
@@ -25,15 +25,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurmk8s.lab import podinit
+from slurmk8s.lab import state as lab_state
 from slurmk8s.lab.errors import LabError, LabUnavailable
 
-STATE_DIR = Path("/run/slurmk8s/labs")
+STATE_DIR = lab_state.STATE_DIR  # a module name, so tests can move it
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")
 # Default lab subnets come from the lower half only: 198.19.0.0/16 is left to the kind/podman
 # networks of the e2e suite, which may share this host with labs.
@@ -98,21 +100,12 @@ def default_subnet(lab_id: str) -> ipaddress.IPv4Network:
 
 
 def _state_file(lab_id: str) -> Path:
-    return STATE_DIR / f"{lab_id}.json"
+    return lab_state.path_of(lab_id, STATE_DIR)
 
 
 def _load_state(lab_id: str) -> dict | None:
-    try:
-        return json.loads(_state_file(lab_id).read_text())
-    except FileNotFoundError:
-        return None
-
-
-def _save_state(lab_id: str, state: dict) -> None:
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = _state_file(lab_id).with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, _state_file(lab_id))
+    """The sandbox section of the lab's state file."""
+    return lab_state.read_section(lab_id, lab_state.SANDBOX, STATE_DIR)
 
 
 def _run(argv: Sequence[str], what: str, timeout: float = 10, check: bool = True) -> subprocess.CompletedProcess:
@@ -158,7 +151,8 @@ def _comm(pid: int) -> str:
 class LabNetwork:
     """The bridge of one lab and the registry of its pods."""
 
-    def __init__(self, lab_id: str, subnet: str | None = None, lab_dir: str | Path | None = None):
+    def __init__(self, lab_id: str, subnet: str | None = None, lab_dir: str | Path | None = None,
+                 state_file: lab_state.StateFile | None = None):
         self.lab_id = lab_id
         self.prefix = lab_prefix(lab_id)
         self.bridge = f"{self.prefix}br"
@@ -171,20 +165,27 @@ class LabNetwork:
                                            for i in range(0, 10, 2))
         self.lab_dir = Path(lab_dir) if lab_dir else Path("/tmp") / f"slurmk8s-lab-{lab_id}"
         self.pods: dict[str, PodSandbox] = {}
+        self.lock = threading.RLock()  # pods are added, started and removed from several threads
+        self.state_file = state_file  # made on first save, in the STATE_DIR of that moment
         self._cgroups_seen: set[str] = set()  # of removed pods too: their dirs may outlive them
 
     def _state(self) -> dict:
+        """A copy (save runs while other threads add pods and processes)."""
         return {
             "lab_id": self.lab_id, "prefix": self.prefix, "bridge": self.bridge, "subnet": str(self.subnet),
             "lab_dir": str(self.lab_dir),
             "pods": {p.name: {"hostname": p.hostname, "ip": p.ip, "netns": p.netns, "veth": p.veth,
-                              "cgroups": list(p.cgroup_names), "procs": p._recorded} for p in self.pods.values()},
+                              "cgroups": list(p.cgroup_names), "procs": list(p._recorded)}
+                     for p in list(self.pods.values())},
             "cgroups": sorted(self._cgroups_seen | {c for p in self.pods.values() for c in p.cgroup_names}),
         }
 
     def save(self) -> None:
         """Record the lab's pods and processes for a later ``teardown``/``leftovers``."""
-        _save_state(self.lab_id, self._state())
+        with self.lock:
+            if self.state_file is None:
+                self.state_file = lab_state.StateFile(self.lab_id, STATE_DIR)
+            self.state_file.put(lab_state.SANDBOX, self._state())
 
     def create(self) -> LabNetwork:
         """Create the bridge; LabError if this lab already exists (run ``teardown`` first)."""
@@ -212,18 +213,19 @@ class LabNetwork:
         ``cgroup_names``: Slurm node names whose cgroup dirs (slurm_<name>) teardown removes,
         when they differ from the hostname (NodeHostname != NodeName).
         """
-        if name in self.pods:
-            raise LabError(f"pod {name} already exists in lab {self.lab_id}")
-        index = len(self.pods) if index is None else index
-        if any(p.index == index for p in self.pods.values()):
-            raise LabError(f"pod {name}: index {index} is taken in lab {self.lab_id}")
-        ip = ip or str(self.subnet.network_address + 10 + index)
-        taken = {self.gateway} | {p.ip for p in self.pods.values()}
-        if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
-            raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
-        pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices), tuple(cgroup_names))
-        self.pods[name] = pod
-        self.save()
+        with self.lock:
+            if name in self.pods:
+                raise LabError(f"pod {name} already exists in lab {self.lab_id}")
+            index = len(self.pods) if index is None else index
+            if any(p.index == index for p in self.pods.values()):
+                raise LabError(f"pod {name}: index {index} is taken in lab {self.lab_id}")
+            ip = ip or str(self.subnet.network_address + 10 + index)
+            taken = {self.gateway} | {p.ip for p in self.pods.values()}
+            if ipaddress.ip_address(ip) not in self.subnet or ip in taken or ip.endswith((".0", ".255")):
+                raise LabError(f"pod {name}: ip {ip} is not a free host address of {self.subnet}")
+            pod = PodSandbox(self, name, hostname or name, ip, index, tuple(devices), tuple(cgroup_names))
+            self.pods[name] = pod
+            self.save()
         pod.create()
         return pod
 
@@ -247,9 +249,10 @@ class LabNetwork:
                 pass
         _run(["ip", "link", "del", pod.veth], f"delete link {pod.veth}", check=False)
         _run(["ip", "netns", "del", pod.netns], f"delete netns {pod.netns}", check=False)
-        self._cgroups_seen |= {f"{c}" for c in pod.cgroup_names}
-        del self.pods[name]
-        self.save()
+        with self.lock:
+            self._cgroups_seen |= {f"{c}" for c in pod.cgroup_names}
+            del self.pods[name]
+            self.save()
 
     def hosts_text(self, extra: Mapping[str, str] | None = None) -> str:
         """An /etc/hosts for the pods: localhost, every pod's hostname, then ``extra`` name -> ip."""
@@ -366,8 +369,9 @@ class PodSandbox:
         _POPENS[proc.pid] = proc
         self.logs[proc.pid] = log
         self._specs[proc.pid] = spec
-        self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
-        self.network.save()
+        with self.network.lock:
+            self._recorded.append({"pid": proc.pid, "start": _proc_start_time(proc.pid), "argv0": spec["argv"][0]})
+            self.network.save()
         with os.fdopen(ready_r, "rb") as ready:
             if not select.select([ready], [], [], START_TIMEOUT_S)[0]:
                 proc.kill()
@@ -433,7 +437,13 @@ def _mount_spec(m: Bind | Tmpfs | tuple) -> dict:
     raise LabError(f"unknown mount {m!r}: expected Bind, Tmpfs or (src, dst)")
 
 
-# ---------------------------------------------------------------- waiting
+def mount_tmpfs(target: Path, mode: int = 0o755) -> None:
+    """A tmpfs at target on the host (teardown unmounts whatever is mounted under the lab dir)."""
+    target.mkdir(parents=True, exist_ok=True)
+    _run(["mount", "-t", "tmpfs", "-o", f"mode={mode:o}", "tmpfs", str(target)], f"mount a tmpfs at {target}")
+
+
+# ---------------------------------------------------------------- logs
 
 
 def tail(path: str | Path, lines: int = 20) -> str:
@@ -443,42 +453,6 @@ def tail(path: str | Path, lines: int = 20) -> str:
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
-
-
-def wait_until(predicate: Callable[[], object], deadline_s: float, what: str,
-               proc: subprocess.Popen | None = None, log_path: str | Path | Sequence[str | Path] | None = None,
-               interval: float = 0.1):
-    """Poll ``predicate`` until truthy (returns its value) or the wall-clock deadline passes.
-
-    Fails fast when ``proc`` has exited. The LabError names ``what`` and carries the last
-    lines of ``log_path`` (one path or several) and the predicate's last exception.
-    """
-    end = time.monotonic() + deadline_s
-    last_error: BaseException | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # a poll that errors is "not ready yet"; kept for the message
-            last_error = e
-        died = proc is not None and proc.poll() is not None
-        if died or time.monotonic() >= end:
-            head = (f"{what}: process {proc.pid} exited with code {proc.returncode} before it was ready"
-                    if died else f"{what}: not ready after {deadline_s:g} s")
-            raise LabError(head + _failure_details(last_error, log_path))
-        time.sleep(min(interval, max(0.0, end - time.monotonic())))
-
-
-def _failure_details(error: BaseException | None, log_path) -> str:
-    parts = []
-    if error is not None:
-        parts.append(f"last check failed: {error}")
-    paths = [] if log_path is None else [log_path] if isinstance(log_path, (str, Path)) else list(log_path)
-    for path in paths:
-        text = tail(path)
-        parts.append(f"last lines of {path}:\n{text}" if text else f"{path}: empty or missing")
-    return "".join("\n" + p for p in parts)
 
 
 # ---------------------------------------------------------------- preflight
@@ -577,10 +551,10 @@ def labs_sharing_cgroups(lab_id: str, slurm_nodes: set[str]) -> dict[str, list[s
         if path.stem == lab_id:
             continue
         try:
-            state = json.loads(path.read_text())
+            doc = lab_state.read(path) or {}
         except (OSError, ValueError):
             continue
-        names = sorted(set(_cgroup_names(state)) & wanted)
+        names = sorted(set(_cgroup_names(doc.get(lab_state.SANDBOX))) & wanted)
         if names:
             shared[path.stem] = [n.removeprefix("slurm_") for n in names]
     return shared

@@ -75,6 +75,28 @@ def test_without_podman_the_lab_says_what_to_install(monkeypatch):
         rootfs.resolve(["ghcr.io/slinkyproject/slurmd:26.05-ubuntu24.04"], "26.05")
 
 
+def test_an_exported_image_s_config_is_inspected_once_then_read_from_its_record(tmp_path, monkeypatch):
+    ref = rootfs.project_image("slurmd", "26.05")
+    rootfs.exported_path(ID_A, tmp_path).mkdir(parents=True)
+    rootfs.exported_path(ID_A, tmp_path).with_suffix(".json").write_text(json.dumps({"id": ID_A}))
+    inspected = []
+
+    def engine(args, what, timeout=120, check=True):
+        if args[0] == "images":
+            return subprocess.CompletedProcess(args, 0, f"sha256:{ID_A} {ref}\n", "")
+        assert args[:2] == ["image", "inspect"], args
+        inspected.append(args[4:])
+        config = {"User": "slurm", "Env": ["PATH=/usr/sbin:/usr/bin"], "Cmd": ["slurmd", "-D"]}
+        return subprocess.CompletedProcess(args, 0, json.dumps([{"Id": f"sha256:{ID_A}", "Config": config}]), "")
+
+    monkeypatch.setattr(rootfs, "_engine", engine)
+    first = rootfs.resolve([ref], "26.05", tmp_path)[ref]
+    again = rootfs.resolve([ref], "26.05", tmp_path)[ref]
+    assert inspected == [[ID_A]]
+    assert first.config == again.config and (again.config.user, again.config.cmd) == ("slurm", ("slurmd", "-D"))
+    assert rootfs.export_info(ID_A, tmp_path)["id"] == ID_A  # the record keeps what it had
+
+
 def _has_podman_image(ref: str) -> bool:
     try:
         return ref in rootfs.local_images()

@@ -28,8 +28,8 @@ from slurmk8s.lab.sandbox import (
     leftovers,
     preflight,
     teardown,
-    wait_until,
 )
+from slurmk8s.lab.runtime import wait_until
 
 IS_ROOT = os.geteuid() == 0
 PATH_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}

@@ -143,3 +143,16 @@ def test_a_label_under_our_prefix_is_refused() -> None:
     assert str(info.value).splitlines() == [
         "<profile>:31:19: spec.pods.labels.slurmk8s.io/pool: 'slurmk8s.io/pool' is the generator's (its selectors "
         "and tools read app.kubernetes.io/, slurmk8s.io/ keys)"]
+
+
+def test_a_4_gpu_pool_hands_out_exactly_the_4_devices_its_pod_is_given() -> None:
+    # gpu-ib's a100 pool takes 4 GPUs (an 8-GPU node type, say): gres.conf names nvidia0..3 and
+    # nothing above, the node offers 4, and the pod asks Kubernetes for 4.
+    b = bundle()
+    gres = {line.split()[0]: line.split() for line in b.files["gres.conf"].splitlines() if line.startswith("NodeName=")}
+    (line,) = [words for node, words in gres.items() if node.startswith("NodeName=a100-")]
+    assert "AutoDetect=off" in b.files["gres.conf"].splitlines()
+    assert [w for w in line if w.startswith("File=")] == ["File=/dev/nvidia[0-3]"]
+    assert " Gres=gpu:a100:4 " in next(l for l in b.files["slurm.conf"].splitlines() if l.startswith("NodeName=a100-")) + " "
+    limits = b.find("StatefulSet", "research-a100")["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "4"

@@ -8,6 +8,7 @@ from slurmk8s.render.k8s.common import (
     Obj, avoid_shared_nodes, headless_service, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     small_resources, statefulset, volume_config,
 )
+from slurmk8s.render.k8s.probes import mariadb_probes, slurmdbd_probes
 
 RUN_DIR = "/run/slurmdbd"  # Slurm 25.11+ keeps runtime files here; the pid file lives here on every release
 MARIADB_DATA = "/var/lib/mysql"
@@ -57,8 +58,7 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["slurmdbd", "-D"],
         "ports": [{"name": "slurmdbd", "containerPort": 6819, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 6819}, "periodSeconds": 30, "failureThreshold": 6},
+        **slurmdbd_probes(profile, 6819),
         "resources": profile.daemon_resources.accounting.as_kubernetes(),
         # As SlurmUser from the start: slurmdbd.conf is 0600 slurm, which a root without
         # DAC_OVERRIDE cannot read (found on kind: "unable to read slurmdbd.conf").
@@ -126,8 +126,7 @@ def build_statefulset_database(profile: Profile) -> Obj:
                     f"--init-file={MARIADB_RUN}/init.sql", "--innodb-buffer-pool-size=256M",
                     "--innodb-lock-wait-timeout=900", "--max-allowed-packet=16M"],
         "ports": [{"name": "mysql", "containerPort": 3306, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 30, "failureThreshold": 6},
+        **mariadb_probes(3306),
         "resources": profile.daemon_resources.database.as_kubernetes(),
         "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},

@@ -9,6 +9,7 @@ from slurmk8s.render.k8s.common import (
     CONFIG_LIVE, Obj, headless_service, meta, init_config_container, jwt_key_volume, mounts_config, pod_spec, pvc_template,
     statefulset, volume_config,
 )
+from slurmk8s.render.k8s.probes import slurmctld_probes
 
 STATE_SAVE = "/var/spool/slurmctld"
 RUN_DIR = "/run/slurmctld"  # Slurm 25.11+ keeps runtime files here; the pid file lives here on every release
@@ -38,8 +39,7 @@ def build_statefulset_controller(profile: Profile, config_hash: str) -> Obj:
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["slurmctld", "-D"],
         "ports": [{"name": "slurmctld", "containerPort": 6817, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 6817}, "periodSeconds": 30, "failureThreshold": 6},
+        **slurmctld_probes(profile, 6817),
         "resources": profile.daemon_resources.controller.as_kubernetes(),
         # As SlurmUser from the start, with nothing to drop to: ResumeProgram and SuspendProgram
         # run as this user and read the service-account token through the pod's fsGroup.

@@ -7,6 +7,7 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
     Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
+from slurmk8s.render.k8s.probes import slurmrestd_probes
 
 SLURMRESTD_UID = 65534  # slurmrestd refuses to run as root or SlurmUser
 
@@ -34,8 +35,7 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
         "env": [{"name": "SLURM_JWT", "value": "daemon"},
                 {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}],
         "ports": [{"name": "slurmrestd", "containerPort": 6820, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 6820}, "periodSeconds": 30, "failureThreshold": 6},
+        **slurmrestd_probes(6820),
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "securityContext": {"runAsUser": SLURMRESTD_UID, "runAsGroup": SLURMRESTD_UID, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

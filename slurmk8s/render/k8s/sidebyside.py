@@ -10,6 +10,7 @@ from slurmk8s.render.fence import FencePlan, plans
 from slurmk8s.render.k8s.common import (
     CONFIG_FETCHED, Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
+from slurmk8s.render.k8s.probes import slurmd_probes
 from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
 from slurmk8s.render.k8s.workers import slurmd_volumes
 
@@ -62,8 +63,7 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "command": ["/bin/sh", "-c", slurmd_start_script(profile, plan)],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 30, "failureThreshold": 6},
+        **slurmd_probes(profile, 6818),
         "resources": slurmd_resources(plan),
         "securityContext": {"privileged": True},
     }

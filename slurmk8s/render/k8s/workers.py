@@ -8,6 +8,7 @@ from slurmk8s.render.k8s.common import (
     CONFIG_FETCHED, Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
     volume_config,
 )
+from slurmk8s.render.k8s.probes import slurmd_probes
 from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
 from slurmk8s.render.k8s.volumes import POOLS, home_script, shared_volumes
 from slurmk8s.render.slurmfiles import gres_of
@@ -102,8 +103,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         slurmd["env"] = env
     slurmd.update({
         "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": 6818}, "periodSeconds": 30, "failureThreshold": 6},
+        **slurmd_probes(profile, 6818),
         "resources": pool_resources(pool),
         "securityContext": {"privileged": True, "capabilities": {"add": ["IPC_LOCK"]}},
         "volumeMounts": mounts,
