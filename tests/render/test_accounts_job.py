@@ -22,6 +22,7 @@ from slurmk8s.render import render
 from slurmk8s.render import sacctmgr
 from slurmk8s.render.k8s.accounts import accounts_program, desired_tree
 from slurmk8s.render.sacctmgr import fresh_tree, tree_from_json, tree_to_json
+from slurmk8s.render.slurmfiles import SLURM_KEY_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
@@ -170,3 +171,14 @@ def test_no_service_or_policy_of_a_daemon_selects_the_job_pod() -> None:
 
 def test_the_program_is_the_applier_in_process_uses() -> None:
     assert accounts_program().startswith(Path(sacctmgr.__file__).read_text())
+
+
+def test_under_auth_slurm_the_job_signs_with_the_key_it_mounts() -> None:
+    """No daemon in the Job's pod serves a sack socket, so sacctmgr must be told the key (as the rollout hook is)."""
+    profile = read_profile(ROOT / "tests/lab/profiles/sched-2605.yaml")
+    assert profile.auth == "slurm"
+    (container,) = job_of(ROOT / "tests/lab/profiles/sched-2605.yaml")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SLURM_SACK_KEY"] == SLURM_KEY_PATH
+    mounted = {m["mountPath"] for m in container["volumeMounts"]}
+    assert any(SLURM_KEY_PATH.startswith(path.rstrip("/") + "/") for path in mounted), mounted

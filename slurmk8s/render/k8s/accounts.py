@@ -21,7 +21,9 @@ from importlib import resources
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.k8s.common import Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, volume_config
+from slurmk8s.render.k8s.common import (
+    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, slurm_client_env, volume_config,
+)
 from slurmk8s.render.sacctmgr import (
     AccountState, QosState, Tree, UserAssoc, fresh_tree, plan_accounts, slurm_minutes, tree_to_json,
 )
@@ -44,7 +46,7 @@ def build_job_accounts(profile: Profile, slurm_hash: str) -> Obj:
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["python3", "-c", program],
-        "env": [{"name": ENV_TREE, "value": tree}],
+        "env": [{"name": ENV_TREE, "value": tree}] + slurm_client_env(profile),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
         # SlurmUser reads the auth key init-config installs (0600 slurm) and administers slurmdbd.
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,

@@ -10,7 +10,7 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
 from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
-from slurmk8s.render.slurmfiles import JWT_KEY_PATH
+from slurmk8s.render.slurmfiles import JWT_KEY_PATH, SLURM_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
 Obj = dict[str, Any]
@@ -304,3 +304,12 @@ def service_account(profile: Profile, component: str) -> Obj:
     return {"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": meta(profile, naming.component_name(profile.name, component), component),
             "automountServiceAccountToken": False}
+
+
+def slurm_client_env(profile: Profile) -> list[Obj]:
+    """The env a Slurm client needs in a pod where no daemon serves a sack socket (the hook Jobs).
+
+    An auth/slurm client signs with the key only when SLURM_SACK_KEY names it; else it asks sackd,
+    which such a pod has not (found on kind: "failed to connect to any sack sockets").
+    """
+    return [{"name": "SLURM_SACK_KEY", "value": SLURM_KEY_PATH}] if profile.auth == "slurm" else []

@@ -16,8 +16,9 @@ from importlib import resources
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render import rollout
-from slurmk8s.render.k8s.common import Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, volume_config
-from slurmk8s.render.slurmfiles import SLURM_KEY_PATH
+from slurmk8s.render.k8s.common import (
+    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, slurm_client_env, volume_config,
+)
 from slurmk8s.render.topology import pool_segments
 
 ROLLOUT_DIR = "/etc/slurmk8s/rollout"
@@ -198,9 +199,7 @@ def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: li
                                                               "readOnly": True}],
     }
     if profile.auth == "slurm":
-        # An auth/slurm client signs with the key only when told; else it asks a sackd, which this pod has not
-        # (found on kind: "failed to connect to any sack sockets").
-        runner["env"] = [{"name": "SLURM_SACK_KEY", "value": SLURM_KEY_PATH}]
+        runner["env"] = slurm_client_env(profile)
     volumes = volume_config(profile) + [{"name": "rollout", "configMap": {
         "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
     # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
