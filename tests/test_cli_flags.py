@@ -41,7 +41,9 @@ def test_dash_h_is_help(args: list[str]) -> None:
 
 
 def test_shell_completion_script_and_protocol() -> None:
-    script = run("--show-completion", "bash", as_script=True)
+    # typer detects the shell from the parent processes unless told not to; a run under sh (nohup, flock -c)
+    # detects none, so the test names the shell, as `--show-completion bash` then does.
+    script = run("--show-completion", "bash", as_script=True, env_extra={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert script.returncode == 0 and "_SLURMK8S_COMPLETE=complete_bash" in script.stdout, script.stderr
     words = run(env_extra={"_SLURMK8S_COMPLETE": "complete_bash", "COMP_WORDS": "slurmk8s ren", "COMP_CWORD": "1"},
                 as_script=True)
