@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default, value_or_default
 
 Problem = tuple[tuple, str, bool]
 
@@ -39,19 +38,19 @@ class Accounting:
 
 
 def load_accounting(raw: dict) -> Accounting:
-    enabled = _get(raw, "enabled", "spec.accounting.enabled")
+    enabled = value_or_default(raw, "enabled", "spec.accounting.enabled")
     db = raw.get("database", {})
     if "external" in db:
         ext = db["external"]
         return Accounting(enabled, None, ExternalDatabase(
             host=ext["host"],
-            port=ext.get("port", _d("spec.accounting.database.external.port")),
-            user=ext.get("user", _d("spec.accounting.database.external.user")),
-            database=ext.get("database", _d("spec.accounting.database.external.database")),
+            port=ext.get("port", default("spec.accounting.database.external.port")),
+            user=ext.get("user", default("spec.accounting.database.external.user")),
+            database=ext.get("database", default("spec.accounting.database.external.database")),
             password=SecretRef(ext["passwordSecret"]["name"], ext["passwordSecret"]["key"]),
         ))
     emb = db.get("embedded", {})
-    storage = Storage(str(emb.get("storage", _d("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
+    storage = Storage(str(emb.get("storage", default("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
     return Accounting(enabled, storage if enabled else None, None)
 
 
@@ -62,11 +61,4 @@ def check_accounting(spec: dict) -> list[Problem]:
     return []
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
 
-
-def _get(obj: dict, key: str, default_path: str | None = None) -> Any:
-    if key in obj:
-        return obj[key]
-    return _d(default_path) if default_path else None

@@ -14,6 +14,8 @@ docs/research/slinky-facts.md: daemons live in /usr/sbin, config in /etc/slurm, 
 
 from __future__ import annotations
 
+from typing import Any
+
 DEFAULTS: dict[str, object] = {
     "metadata.namespace": "slurm",
     "spec.clusterDomain": "cluster.local",
@@ -99,3 +101,15 @@ DEFAULTS: dict[str, object] = {
 
 # Used when the profile lists no partitions: one default partition with every pool.
 DEFAULT_PARTITION_NAME = "main"
+
+
+def default(path: str) -> Any:
+    """The default of one profile field, by its dotted path."""
+    return DEFAULTS[path]
+
+
+def value_or_default(obj: dict, key: str, default_path: str | None = None) -> Any:
+    """obj[key] when the profile has it, else the default at default_path (None without one)."""
+    if key in obj:
+        return obj[key]
+    return DEFAULTS[default_path] if default_path else None

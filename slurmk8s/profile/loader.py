@@ -12,7 +12,7 @@ from slurmk8s import versions
 from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile import checks
 from slurmk8s.profile.accounting import Storage, load_accounting
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default, value_or_default
 from slurmk8s.profile.kubevalues import toleration_findings
 from slurmk8s.profile.model import PowerSaving, Profile, Rollout
 from slurmk8s.profile.observe import load_health_checks, load_metrics
@@ -129,57 +129,49 @@ def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldEr
     return errors
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
-
-
-def _get(obj: dict, key: str, default_path: str | None = None) -> Any:
-    if key in obj:
-        return obj[key]
-    return _d(default_path) if default_path else None
 
 
 def _to_model(doc: dict, source: str) -> Profile:
     meta, spec = doc["metadata"], doc["spec"]
     slurm = spec.get("slurm", {})
-    version = _get(slurm, "version", "spec.slurm.version")
+    version = value_or_default(slurm, "version", "spec.slurm.version")
     auth = slurm.get("auth") or versions.dialect(version).default_auth
     images = load_images(slurm.get("images", {}), version)
     controller = spec.get("controller", {})
     cstorage = controller.get("storage", {})
     return Profile(
         name=meta["name"],
-        namespace=_get(meta, "namespace", "metadata.namespace"),
+        namespace=value_or_default(meta, "namespace", "metadata.namespace"),
         version=version,
         auth=auth,
-        srun_port_range=_get(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
+        srun_port_range=value_or_default(slurm, "srunPortRange", "spec.slurm.srunPortRange"),
         images=images,
         slurm_config=tuple(sorted((k, conf_value(v)) for k, v in slurm.get("config", {}).items())),
         slurm_extra_files=tuple(sorted(slurm.get("extraFiles", {}).items())),
-        controller_replicas=_get(controller, "replicas", "spec.controller.replicas"),
-        controller_storage=Storage(str(cstorage.get("size", _d("spec.controller.storage.size"))),
+        controller_replicas=value_or_default(controller, "replicas", "spec.controller.replicas"),
+        controller_storage=Storage(str(cstorage.get("size", default("spec.controller.storage.size"))),
                                    cstorage.get("storageClassName")),
         accounting=load_accounting(spec.get("accounting", {})),
         login=load_login(spec.get("login", {})),
-        restapi_enabled=_get(spec.get("restapi", {}), "enabled", "spec.restapi.enabled"),
-        restapi_replicas=_get(spec.get("restapi", {}), "replicas", "spec.restapi.replicas"),
+        restapi_enabled=value_or_default(spec.get("restapi", {}), "enabled", "spec.restapi.enabled"),
+        restapi_replicas=value_or_default(spec.get("restapi", {}), "replicas", "spec.restapi.replicas"),
         pools=tuple(sorted((load_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
         partitions=load_partitions(spec),
-        network_policy=_get(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
+        network_policy=value_or_default(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
         power_saving=PowerSaving(
-            suspend_time=_get(spec.get("powerSaving", {}), "suspendTime", "spec.powerSaving.suspendTime"),
-            suspend_timeout=_get(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
-            resume_timeout=_get(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
+            suspend_time=value_or_default(spec.get("powerSaving", {}), "suspendTime", "spec.powerSaving.suspendTime"),
+            suspend_timeout=value_or_default(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),
+            resume_timeout=value_or_default(spec.get("powerSaving", {}), "resumeTimeout", "spec.powerSaving.resumeTimeout"),
         ),
         scheduling=load_scheduling(scheduling_with_identity_accounts(spec)),
         side_by_side=load_side_by_side(spec.get("sideBySide")),
         topology=load_topology(spec.get("topology")),
-        cluster_domain=_get(spec, "clusterDomain", "spec.clusterDomain"),
+        cluster_domain=value_or_default(spec, "clusterDomain", "spec.clusterDomain"),
         metrics=load_metrics(spec.get("metrics")),
         health_checks=load_health_checks(spec.get("healthChecks"), spec["pools"]),
-        rollout=Rollout(drain_timeout=_get(spec.get("rollout", {}), "drainTimeout", "spec.rollout.drainTimeout"),
-                        max_unavailable=_get(spec.get("rollout", {}), "maxUnavailable", "spec.rollout.maxUnavailable"),
-                        drain_on_cordon=_get(spec.get("rollout", {}), "drainOnCordon", "spec.rollout.drainOnCordon")),
+        rollout=Rollout(drain_timeout=value_or_default(spec.get("rollout", {}), "drainTimeout", "spec.rollout.drainTimeout"),
+                        max_unavailable=value_or_default(spec.get("rollout", {}), "maxUnavailable", "spec.rollout.maxUnavailable"),
+                        drain_on_cordon=value_or_default(spec.get("rollout", {}), "drainOnCordon", "spec.rollout.drainOnCordon")),
         identity=load_identity(spec.get("identity")),
         volumes=load_volumes(spec.get("volumes")),
         daemon_resources=load_resources(spec),

@@ -11,10 +11,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
 
 from slurmk8s import versions
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default
 
 Problem = tuple[tuple, str, bool]
 
@@ -55,19 +54,16 @@ class HealthChecks:
         return dict(self.pool_checks).get(pool, ())
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
-
 
 def load_metrics(raw: dict | None) -> Metrics:
     raw = raw or {}
     return Metrics(
-        enabled=raw.get("enabled", _d("spec.metrics.enabled")),
-        monitor=raw.get("monitor", _d("spec.metrics.monitor")),
-        interval=raw.get("interval", _d("spec.metrics.interval")),
-        scraper_namespace=raw.get("scraperNamespace", _d("spec.metrics.scraperNamespace")),
+        enabled=raw.get("enabled", default("spec.metrics.enabled")),
+        monitor=raw.get("monitor", default("spec.metrics.monitor")),
+        interval=raw.get("interval", default("spec.metrics.interval")),
+        scraper_namespace=raw.get("scraperNamespace", default("spec.metrics.scraperNamespace")),
         labels=tuple(sorted((raw.get("labels") or {}).items())),
-        dashboard=raw.get("dashboard", _d("spec.metrics.dashboard")),
+        dashboard=raw.get("dashboard", default("spec.metrics.dashboard")),
     )
 
 
@@ -81,10 +77,10 @@ def load_health_checks(raw: dict | None, pools: list[dict]) -> HealthChecks:
         if checks:
             own.append((pool["name"], checks))
     return HealthChecks(
-        enabled=raw.get("enabled", _d("spec.healthChecks.enabled")),
-        interval=raw.get("interval", _d("spec.healthChecks.interval")),
-        min_free_disk_mib=to_mib(raw.get("minFreeDisk", _d("spec.healthChecks.minFreeDisk"))),
-        disk_paths=tuple(raw.get("diskPaths", _d("spec.healthChecks.diskPaths"))),
+        enabled=raw.get("enabled", default("spec.healthChecks.enabled")),
+        interval=raw.get("interval", default("spec.healthChecks.interval")),
+        min_free_disk_mib=to_mib(raw.get("minFreeDisk", default("spec.healthChecks.minFreeDisk"))),
+        disk_paths=tuple(raw.get("diskPaths", default("spec.healthChecks.diskPaths"))),
         mounts=tuple(raw.get("mounts", [])),
         pool_checks=tuple(sorted(own)),
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, DEFAULTS
+from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, default
 from slurmk8s.profile.slurm import conf_value
 
 Problem = tuple[tuple, str, bool]
@@ -26,13 +25,13 @@ OWNED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "
 def load_partitions(spec: dict) -> tuple[Partition, ...]:
     if "partitions" not in spec:
         return (Partition(DEFAULT_PARTITION_NAME, tuple(sorted(p["name"] for p in spec["pools"])), True,
-                          _d("spec.partitions[].maxTime"), ()),)
+                          default("spec.partitions[].maxTime"), ()),)
     parts = [
         Partition(
             name=p["name"],
             pools=tuple(sorted(set(p["pools"]))),
-            default=p.get("default", _d("spec.partitions[].default")),
-            max_time=str(p.get("maxTime", _d("spec.partitions[].maxTime"))),
+            default=p.get("default", default("spec.partitions[].default")),
+            max_time=str(p.get("maxTime", default("spec.partitions[].maxTime"))),
             config=tuple(sorted((k, conf_value(v)) for k, v in p.get("config", {}).items())),
         )
         for p in spec["partitions"]
@@ -68,5 +67,3 @@ def check_partitions(spec: dict) -> list[Problem]:
     return out
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]

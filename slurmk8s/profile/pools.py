@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from slurmk8s import naming
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default
 from slurmk8s.quantity import to_bytes, to_mib
 
 if TYPE_CHECKING:  # the section is part of Profile: no import cycle at run time
@@ -86,19 +86,19 @@ def load_pool(raw: dict) -> Pool:
         cpus=raw["cpus"],
         memory=str(raw["memory"]),
         memory_mib=to_mib(raw["memory"]),
-        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", _d("spec.pools[].gpus.resource")),
-                  gpus.get("onePodPerNode", _d("spec.pools[].gpus.onePodPerNode"))) if gpus else None,
+        gpus=Gpus(gpus["count"], gpus.get("type"), gpus.get("resource", default("spec.pools[].gpus.resource")),
+                  gpus.get("onePodPerNode", default("spec.pools[].gpus.onePodPerNode"))) if gpus else None,
         rdma=Rdma(
             resource=rdma["resource"],
-            count=rdma.get("count", _d("spec.pools[].rdma.count")),
+            count=rdma.get("count", default("spec.pools[].rdma.count")),
             networks=tuple(rdma.get("networks", [])),
-            hugepages=Hugepages(hp.get("size", _d("spec.pools[].rdma.hugepages.size")), str(hp["amount"])) if hp else None,
+            hugepages=Hugepages(hp.get("size", default("spec.pools[].rdma.hugepages.size")), str(hp["amount"])) if hp else None,
         ) if rdma else None,
         features=tuple(raw.get("features", [])),
         node_selector=tuple(sorted(raw.get("nodeSelector", {}).items())),
         tolerations=tuple(tuple(sorted(t.items())) for t in raw.get("tolerations", [])),
         keda=Keda(raw["keda"]["serverAddress"], raw["keda"]["query"], raw["keda"]["threshold"],
-                  raw["keda"].get("pollingInterval", _d("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
+                  raw["keda"].get("pollingInterval", default("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
     )
 
 
@@ -151,5 +151,3 @@ def check_pools(profile: Profile, spec: dict) -> list[Problem]:
     return out
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]

@@ -9,9 +9,8 @@ preempt.html, qos.html, sacctmgr.html.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default, value_or_default
 
 Problem = tuple[tuple, str, bool]
 
@@ -93,13 +92,6 @@ class Scheduling:
         return bool(self.accounts or self.qos)
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
-
-
-def _get(raw: dict, key: str, path: str) -> Any:
-    return raw[key] if key in raw else _d(path)
-
 
 def _tres(raw: dict | None) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((TRES_NAMES[k], v) for k, v in (raw or {}).items()))
@@ -114,7 +106,7 @@ def load_scheduling(raw: dict) -> Scheduling:
     for q in raw.get("qos", []):
         limits = q.get("limits", {})
         qos.append(Qos(
-            name=q["name"], priority=_get(q, "priority", f"{p}.qos[].priority"),
+            name=q["name"], priority=value_or_default(q, "priority", f"{p}.qos[].priority"),
             preempt=tuple(sorted(set(q.get("preempt", [])))),
             grp_tres=_tres(limits.get("grpTRES")), max_tres_per_user=_tres(limits.get("maxTRESPerUser")),
             max_tres_per_job=_tres(limits.get("maxTRESPerJob")),
@@ -122,19 +114,19 @@ def load_scheduling(raw: dict) -> Scheduling:
             max_jobs_per_user=limits.get("maxJobsPerUser"),
         ))
     return Scheduling(
-        scheduler=_get(sched, "type", f"{p}.scheduler.type"),
-        bf_interval=_get(sched, "interval", f"{p}.scheduler.interval"),
-        bf_window=_get(sched, "window", f"{p}.scheduler.window"),
-        bf_continue=_get(sched, "continue", f"{p}.scheduler.continue"),
-        bf_max_job_test=_get(sched, "maxJobTest", f"{p}.scheduler.maxJobTest"),
-        priority=_get(prio, "type", f"{p}.priority.type"),
-        weights=Weights(*(_get(weights, k, f"{p}.priority.weights.{k}")
+        scheduler=value_or_default(sched, "type", f"{p}.scheduler.type"),
+        bf_interval=value_or_default(sched, "interval", f"{p}.scheduler.interval"),
+        bf_window=value_or_default(sched, "window", f"{p}.scheduler.window"),
+        bf_continue=value_or_default(sched, "continue", f"{p}.scheduler.continue"),
+        bf_max_job_test=value_or_default(sched, "maxJobTest", f"{p}.scheduler.maxJobTest"),
+        priority=value_or_default(prio, "type", f"{p}.priority.type"),
+        weights=Weights(*(value_or_default(weights, k, f"{p}.priority.weights.{k}")
                           for k in ("fairshare", "age", "jobSize", "partition", "qos"))),
-        decay_half_life=str(_get(prio, "decayHalfLife", f"{p}.priority.decayHalfLife")),
-        max_age=str(_get(prio, "maxAge", f"{p}.priority.maxAge")),
-        calc_period=_get(prio, "calcPeriod", f"{p}.priority.calcPeriod"),
-        preemption=_get(preempt, "type", f"{p}.preemption.type"),
-        preempt_mode=_get(preempt, "mode", f"{p}.preemption.mode"),
+        decay_half_life=str(value_or_default(prio, "decayHalfLife", f"{p}.priority.decayHalfLife")),
+        max_age=str(value_or_default(prio, "maxAge", f"{p}.priority.maxAge")),
+        calc_period=value_or_default(prio, "calcPeriod", f"{p}.priority.calcPeriod"),
+        preemption=value_or_default(preempt, "type", f"{p}.preemption.type"),
+        preempt_mode=value_or_default(preempt, "mode", f"{p}.preemption.mode"),
         accounts=_accounts(raw.get("accounts", [])),
         users=_users(raw),
         qos=tuple(sorted(qos, key=lambda q: q.name)),
@@ -162,11 +154,11 @@ def _accounts(raw: list[dict]) -> tuple[Account, ...]:
                     continue
                 a = by_name[name]
                 qos = tuple(sorted(set(a["qos"]))) if "qos" in a else parent.qos
-                default = a.get("defaultQos")
-                if default is None and parent.default_qos in qos:
-                    default = parent.default_qos
-                acc = Account(name, parent.name, _get(a, "fairshare", "spec.scheduling.accounts[].fairshare"),
-                              tuple(sorted(set(a.get("users", [])))), qos, default)
+                default_qos = a.get("defaultQos")
+                if default_qos is None and parent.default_qos in qos:
+                    default_qos = parent.default_qos
+                acc = Account(name, parent.name, value_or_default(a, "fairshare", "spec.scheduling.accounts[].fairshare"),
+                              tuple(sorted(set(a.get("users", [])))), qos, default_qos)
                 done[name] = acc
                 nxt.append(acc)
         level = nxt
@@ -194,7 +186,7 @@ def check_scheduling(spec: dict) -> list[Problem]:
     at = ("spec", "scheduling")
     out: list[Problem] = []
     accounts, qos_list, users = raw.get("accounts", []), raw.get("qos", []), raw.get("users", [])
-    accounting = spec.get("accounting", {}).get("enabled", _d("spec.accounting.enabled"))
+    accounting = spec.get("accounting", {}).get("enabled", default("spec.accounting.enabled"))
     if not accounting:
         for key in ("accounts", "qos", "users"):
             if key in raw:
@@ -215,12 +207,12 @@ def check_scheduling(spec: dict) -> list[Problem]:
         for j, q in enumerate(a.get("qos", [])):
             if q not in qos_names:
                 out.append((here + ("qos", j), f"QoS {q!r} is not defined (QoS: {defined})", False))
-        default = a.get("defaultQos")
-        if default is not None:
-            if default not in qos_names:
-                out.append((here + ("defaultQos",), f"QoS {default!r} is not defined (QoS: {defined})", False))
-            elif "qos" in a and default not in a["qos"]:
-                out.append((here + ("defaultQos",), f"{default!r} is not in this account's qos list", False))
+        default_qos = a.get("defaultQos")
+        if default_qos is not None:
+            if default_qos not in qos_names:
+                out.append((here + ("defaultQos",), f"QoS {default_qos!r} is not defined (QoS: {defined})", False))
+            elif "qos" in a and default_qos not in a["qos"]:
+                out.append((here + ("defaultQos",), f"{default_qos!r} is not in this account's qos list", False))
         seen_users: set[str] = set()
         for j, u in enumerate(a.get("users", [])):
             if u in seen_users:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default
 from slurmk8s.quantity import from_mib, to_mib
 
 Problem = tuple[tuple, str, bool]
@@ -101,9 +101,6 @@ class SideBySide:
         return next(s for s in self.shapes if s.name == name)
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
-
 
 def _cpus(value: Any) -> tuple[int, ...]:
     return parse_cpulist(value) if value is not None else ()
@@ -114,8 +111,8 @@ def load_side_by_side(raw: dict[str, Any] | None) -> SideBySide | None:
     if not raw:
         return None
     return SideBySide(
-        mode=raw.get("mode", _d("spec.sideBySide.mode")),
-        partition=raw.get("partition", _d("spec.sideBySide.partition")),
+        mode=raw.get("mode", default("spec.sideBySide.mode")),
+        partition=raw.get("partition", default("spec.sideBySide.partition")),
         shapes=tuple(sorted((_shape(s) for s in raw["shapes"]), key=lambda s: s.name)),
     )
 
@@ -146,7 +143,7 @@ def _shape(raw: dict[str, Any]) -> NodeShape:
         memory_mib=memory,
         gpus=gpus,
         gpu_type=raw.get("gpuType"),
-        gpu_resource=raw.get("gpuResource", _d("spec.sideBySide.shapes[].gpuResource")),
+        gpu_resource=raw.get("gpuResource", default("spec.sideBySide.shapes[].gpuResource")),
         features=tuple(raw.get("features", [])),
         slurm=slurm,
         system=system,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slurmk8s import naming, versions
-from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.defaults import default
 
 if TYPE_CHECKING:  # the section is part of Profile: no import cycle at run time
     from slurmk8s.profile.model import Profile
@@ -65,8 +65,8 @@ def conf_value(value: Any) -> str:
 
 
 def load_images(raw: dict, version: str) -> Images:
-    registry = raw.get("registry", _d("spec.slurm.images.registry"))
-    tag = raw.get("tag") or naming.image_tag(version, raw.get("os", _d("spec.slurm.images.os")))
+    registry = raw.get("registry", default("spec.slurm.images.registry"))
+    tag = raw.get("tag") or naming.image_tag(version, raw.get("os", default("spec.slurm.images.os")))
 
     def image(component: str, daemon: str) -> str:
         return raw.get(component) or naming.image_ref(registry, daemon, tag)
@@ -77,8 +77,8 @@ def load_images(raw: dict, version: str) -> Images:
         accounting=image("accounting", "slurmdbd"),
         login=image("login", "login"),
         restapi=image("restapi", "slurmrestd"),
-        database=raw.get("database", _d("spec.slurm.images.database")),
-        pull_policy=raw.get("pullPolicy", _d("spec.slurm.images.pullPolicy")),
+        database=raw.get("database", default("spec.slurm.images.database")),
+        pull_policy=raw.get("pullPolicy", default("spec.slurm.images.pullPolicy")),
     )
 
 
@@ -119,5 +119,3 @@ def check_extra_files(spec: dict) -> list[Problem]:
              True) for name in files if name in GENERATED_FILES]
 
 
-def _d(path: str) -> Any:
-    return DEFAULTS[path]
