@@ -22,7 +22,7 @@ from slurmk8s.render import render
 from slurmk8s.render import sacctmgr
 from slurmk8s.render.k8s.accounts import accounts_program, desired_tree
 from slurmk8s.render.sacctmgr import fresh_tree, tree_from_json, tree_to_json
-from slurmk8s.render.slurmfiles import SLURM_KEY_PATH
+from slurmk8s.render.k8s.common import SACK_VOLUME
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
@@ -173,12 +173,25 @@ def test_the_program_is_the_applier_in_process_uses() -> None:
     assert accounts_program().startswith(Path(sacctmgr.__file__).read_text())
 
 
-def test_under_auth_slurm_the_job_signs_with_the_key_it_mounts() -> None:
-    """No daemon in the Job's pod serves a sack socket, so sacctmgr must be told the key (as the rollout hook is)."""
+
+@pytest.mark.parametrize("component", [naming.ACCOUNTS, naming.ROLLOUT])
+def test_under_auth_slurm_a_hook_jobs_clients_have_a_sackd_beside_them(component: str) -> None:
+    """An auth/slurm client asks a sack socket (no daemon runs in a Job's pod), so each Slurm Job carries
+    sackd as a native sidecar sharing its socket directory with the container that runs the clients."""
     profile = read_profile(ROOT / "tests/lab/profiles/sched-2605.yaml")
     assert profile.auth == "slurm"
-    (container,) = job_of(ROOT / "tests/lab/profiles/sched-2605.yaml")["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["SLURM_SACK_KEY"] == SLURM_KEY_PATH
-    mounted = {m["mountPath"] for m in container["volumeMounts"]}
-    assert any(SLURM_KEY_PATH.startswith(path.rstrip("/") + "/") for path in mounted), mounted
+    (job,) = [h for h in render(profile).hooks
+              if h["kind"] == "Job" and h["metadata"]["labels"].get(naming.LABEL_COMPONENT) == component]
+    pod = job["spec"]["template"]["spec"]
+    (sackd,) = [c for c in pod["initContainers"] if c["name"] == "sackd"]
+    assert sackd["restartPolicy"] == "Always" and sackd["command"][0] == "sackd"
+    socket_dir = {m["name"]: m["mountPath"] for m in sackd["volumeMounts"]}[SACK_VOLUME]
+    (client,) = pod["containers"]
+    assert {"name": SACK_VOLUME, "mountPath": socket_dir} in client["volumeMounts"]
+    assert pod["initContainers"].index(sackd) > 0  # after the config it reads is installed
+
+
+def test_under_munge_no_job_runs_sackd() -> None:
+    hooks = render(read_profile(ROOT / "profiles/legacy-munge.yaml")).hooks
+    assert not [c for h in hooks if h["kind"] == "Job"
+                for c in h["spec"]["template"]["spec"].get("initContainers", []) if c["name"] == "sackd"]

@@ -89,8 +89,9 @@ def test_the_hook_may_do_exactly_what_a_rollout_needs() -> None:
     assert pod["serviceAccountName"] == sa["metadata"]["name"] and pod["automountServiceAccountToken"] is True
     assert pod["containers"][0]["command"] == ["python3", "/etc/slurmk8s/rollout/rollout.py"]
     assert pod["containers"][0]["securityContext"]["runAsUser"] == naming.SLURM_UID
-    # auth/slurm: scontrol signs with the key only when told (there is no sackd in the Job; found on kind)
-    assert pod["containers"][0]["env"] == [{"name": "SLURM_SACK_KEY", "value": "/etc/slurm/slurm.key"}]
+    # auth/slurm: a client asks a sack socket, and no daemon in the Job serves one: sackd does (found on kind)
+    assert [c["name"] for c in pod["initContainers"]][-1] == "sackd"
+    assert {"name": "sack", "mountPath": "/run/slurm"} in pod["containers"][0]["volumeMounts"]
     # the driver shipped is the very module `slurmk8s rollout` runs
     assert configmap["data"]["rollout_core.py"] == Path(core.__file__).read_text()
     # the digest slurmctld's files must have before the hook reconfigures: the Slurm ConfigMap's, as `up` computes it

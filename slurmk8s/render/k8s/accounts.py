@@ -22,7 +22,8 @@ from importlib import resources
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
-    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, slurm_client_env, volume_config,
+    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes, sackd_sidecar,
+    volume_config,
 )
 from slurmk8s.render.sacctmgr import (
     AccountState, QosState, Tree, UserAssoc, fresh_tree, plan_accounts, slurm_minutes, tree_to_json,
@@ -46,15 +47,15 @@ def build_job_accounts(profile: Profile, slurm_hash: str) -> Obj:
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         "command": ["python3", "-c", program],
-        "env": [{"name": ENV_TREE, "value": tree}] + slurm_client_env(profile),
+        "env": [{"name": ENV_TREE, "value": tree}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
         # SlurmUser reads the auth key init-config installs (0600 slurm) and administers slurmdbd.
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": mounts_config(profile, init=False),
+        "volumeMounts": mounts_config(profile, init=False) + sack_client_mounts(profile),
     }
-    pod = pod_spec(profile, naming.ACCOUNTING, [sacctmgr], [init_config_container(profile, image)],
-                   volume_config(profile), {"restartPolicy": "Never"})
+    pod = pod_spec(profile, naming.ACCOUNTING, [sacctmgr], [init_config_container(profile, image)] + sackd_sidecar(profile, image),
+                   volume_config(profile) + sack_volumes(profile), {"restartPolicy": "Never"})
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": meta(profile, name, naming.ACCOUNTS),

@@ -10,7 +10,7 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
 from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
-from slurmk8s.render.slurmfiles import JWT_KEY_PATH, SLURM_KEY_PATH
+from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
 
 Obj = dict[str, Any]
@@ -306,10 +306,41 @@ def service_account(profile: Profile, component: str) -> Obj:
             "automountServiceAccountToken": False}
 
 
-def slurm_client_env(profile: Profile) -> list[Obj]:
-    """The env a Slurm client needs in a pod where no daemon serves a sack socket (the hook Jobs).
 
-    An auth/slurm client signs with the key only when SLURM_SACK_KEY names it; else it asks sackd,
-    which such a pod has not (found on kind: "failed to connect to any sack sockets").
+SACK_DIR = "/run/slurm"  # where Slurm's clients look for sackd's socket
+SACK_VOLUME = "sack"
+
+
+def sack_volumes(profile: Profile) -> list[Obj]:
+    """The socket directory a pod's Slurm clients share with its sackd (auth/slurm only)."""
+    return [{"name": SACK_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}] if profile.auth == "slurm" else []
+
+
+def sack_client_mounts(profile: Profile) -> list[Obj]:
+    return [{"name": SACK_VOLUME, "mountPath": SACK_DIR}] if profile.auth == "slurm" else []
+
+
+def sackd_sidecar(profile: Profile, image: str, config: str = CONFIG_COPY, as_root: bool = False) -> list[Obj]:
+    """sackd as a native sidecar (auth/slurm), for a pod whose Slurm clients run beside no daemon.
+
+    A client under auth/slurm never signs with the key itself: it asks a sack socket, which only
+    slurmctld, slurmd, slurmdbd or sackd serve (found on kind: "failed to connect to any sack sockets").
+    The sidecar's startup probe holds the main containers until the socket exists. It runs as
+    SlurmUser (who owns the key) unless as_root: the login pod's runs as root, as it always has.
     """
-    return [{"name": "SLURM_SACK_KEY", "value": SLURM_KEY_PATH}] if profile.auth == "slurm" else []
+    if profile.auth != "slurm":
+        return []
+    return [{
+        "name": "sackd",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "restartPolicy": "Always",
+        "command": ["sackd", "-D"],
+        "startupProbe": {"exec": {"command": ["test", "-S", f"{SACK_DIR}/sack.socket"]}, "periodSeconds": 1,
+                         "failureThreshold": 30},
+        "volumeMounts": mounts_config(profile, init=False, config=config) + sack_client_mounts(profile),
+        "resources": small_resources(),
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False} if as_root else
+        {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }]

@@ -7,7 +7,8 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.identity import login_key_script
 from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_script, shared_volumes
 from slurmk8s.render.k8s.common import (
-    CONFIG_LIVE, Obj, headless_service, init_config_container, small_resources, meta, mounts_config, pod_spec, statefulset, volume_config,
+    CONFIG_LIVE, Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts,
+    sack_volumes, sackd_sidecar, statefulset, volume_config,
 )
 
 HOST_KEY = "ssh_host_ed25519_key"
@@ -42,24 +43,6 @@ def build_service_login(profile: Profile) -> Obj:
         svc["externalTrafficPolicy"] = "Local"
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": meta(profile, naming.component_name(profile.name, naming.LOGIN), naming.LOGIN), "spec": svc}
-
-
-def sackd_sidecar(profile: Profile, image: str) -> list[Obj]:
-    """sackd as a native sidecar (auth/slurm): its socket is up before sshd lets users in."""
-    if profile.auth != "slurm":
-        return []
-    socket = "/run/slurm/sack.socket"
-    return [{
-        "name": "sackd",
-        "image": image,
-        "imagePullPolicy": profile.images.pull_policy,
-        "restartPolicy": "Always",
-        "command": ["sackd", "-D"],
-        "startupProbe": {"exec": {"command": ["test", "-S", socket]}, "periodSeconds": 1, "failureThreshold": 30},
-        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [{"name": "sack", "mountPath": "/run/slurm"}],
-        "resources": small_resources(),
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
-    }]
 
 
 def build_service_login_pods(profile: Profile) -> Obj:
@@ -112,13 +95,13 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
-        volumes.append({"name": "sack", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
-        sshd["volumeMounts"].append({"name": "sack", "mountPath": "/run/slurm"})
+        volumes += sack_volumes(profile)
+        sshd["volumeMounts"] += sack_client_mounts(profile)
     pod = pod_spec(profile, naming.LOGIN, [sshd],
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
                                            {"name": "ssh-host-keys", "mountPath": HOST_KEY_SOURCE, "readOnly": True},
-                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, image),
+                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, image, CONFIG_LIVE, as_root=True),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

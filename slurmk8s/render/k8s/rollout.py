@@ -17,7 +17,8 @@ from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render import rollout
 from slurmk8s.render.k8s.common import (
-    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, slurm_client_env, volume_config,
+    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
+    sackd_sidecar, volume_config,
 )
 from slurmk8s.render.topology import pool_segments
 
@@ -198,12 +199,12 @@ def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: li
         "volumeMounts": mounts_config(profile, init=False) + [{"name": "rollout", "mountPath": ROLLOUT_DIR,
                                                               "readOnly": True}],
     }
-    if profile.auth == "slurm":
-        runner["env"] = slurm_client_env(profile)
-    volumes = volume_config(profile) + [{"name": "rollout", "configMap": {
+    runner["volumeMounts"] += sack_client_mounts(profile)  # scontrol reconfigure, drain and resume
+    volumes = volume_config(profile) + sack_volumes(profile) + [{"name": "rollout", "configMap": {
         "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
     # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
-    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)], volumes,
+    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)] + sackd_sidecar(profile, image),
+                   volumes,
                    {"restartPolicy": "Never", "automountServiceAccountToken": True,
                     "securityContext": {"fsGroup": naming.SLURM_UID}})
     slots = sum(s.slots for p in profile.pools for s in pool_segments(profile, p))
