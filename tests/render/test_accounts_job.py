@@ -185,6 +185,7 @@ def test_under_auth_slurm_a_hook_jobs_clients_have_a_sackd_beside_them(component
     pod = job["spec"]["template"]["spec"]
     (sackd,) = [c for c in pod["initContainers"] if c["name"] == "sackd"]
     assert sackd["restartPolicy"] == "Always" and sackd["command"][0] == "sackd"
+    assert sackd["image"] == profile.images.login  # the image that carries sackd (images/recipes.py)
     socket_dir = {m["name"]: m["mountPath"] for m in sackd["volumeMounts"]}[SACK_VOLUME]
     (client,) = pod["containers"]
     assert {"name": SACK_VOLUME, "mountPath": socket_dir} in client["volumeMounts"]

@@ -54,7 +54,7 @@ def build_job_accounts(profile: Profile, slurm_hash: str) -> Obj:
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts_config(profile, init=False) + sack_client_mounts(profile),
     }
-    pod = pod_spec(profile, naming.ACCOUNTING, [sacctmgr], [init_config_container(profile, image)] + sackd_sidecar(profile, image),
+    pod = pod_spec(profile, naming.ACCOUNTING, [sacctmgr], [init_config_container(profile, image)] + sackd_sidecar(profile),
                    volume_config(profile) + sack_volumes(profile), {"restartPolicy": "Never"})
     return {
         "apiVersion": "batch/v1", "kind": "Job",

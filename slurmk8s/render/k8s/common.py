@@ -320,19 +320,20 @@ def sack_client_mounts(profile: Profile) -> list[Obj]:
     return [{"name": SACK_VOLUME, "mountPath": SACK_DIR}] if profile.auth == "slurm" else []
 
 
-def sackd_sidecar(profile: Profile, image: str, config: str = CONFIG_COPY, as_root: bool = False) -> list[Obj]:
+def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = False) -> list[Obj]:
     """sackd as a native sidecar (auth/slurm), for a pod whose Slurm clients run beside no daemon.
 
     A client under auth/slurm never signs with the key itself: it asks a sack socket, which only
     slurmctld, slurmd, slurmdbd or sackd serve (found on kind: "failed to connect to any sack sockets").
     The sidecar's startup probe holds the main containers until the socket exists. It runs as
     SlurmUser (who owns the key) unless as_root: the login pod's runs as root, as it always has.
+    Its image is the login image, the one that carries sackd (the controller's has none: found on kind).
     """
     if profile.auth != "slurm":
         return []
     return [{
         "name": "sackd",
-        "image": image,
+        "image": profile.images.login,
         "imagePullPolicy": profile.images.pull_policy,
         "restartPolicy": "Always",
         "command": ["sackd", "-D"],

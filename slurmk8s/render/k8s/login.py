@@ -101,7 +101,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
                                            {"name": "ssh-host-keys", "mountPath": HOST_KEY_SOURCE, "readOnly": True},
-                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, image, CONFIG_LIVE, as_root=True),
+                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, CONFIG_LIVE, as_root=True),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

@@ -203,7 +203,7 @@ def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: li
     volumes = volume_config(profile) + sack_volumes(profile) + [{"name": "rollout", "configMap": {
         "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
     # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
-    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)] + sackd_sidecar(profile, image),
+    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)] + sackd_sidecar(profile),
                    volumes,
                    {"restartPolicy": "Never", "automountServiceAccountToken": True,
                     "securityContext": {"fsGroup": naming.SLURM_UID}})
