@@ -307,6 +307,15 @@ def service_account(profile: Profile, component: str) -> Obj:
 
 
 
+def role_binding(profile: Profile, role: str, component: str, service_account_name: str) -> Obj:
+    """A RoleBinding named after its Role, labelled for component, granting it to one ServiceAccount."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": meta(profile, role, component),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account_name, "namespace": profile.namespace}]}
+
+
+
 SACK_DIR = "/run/slurm"  # where Slurm's clients look for sackd's socket
 SACK_VOLUME = "sack"
 

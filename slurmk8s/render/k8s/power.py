@@ -12,7 +12,7 @@ from importlib import resources
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.k8s.common import Obj, meta
+from slurmk8s.render.k8s.common import Obj, meta, role_binding
 from slurmk8s.render.slurmfiles import POWER_DIR
 from slurmk8s.render.topology import pool_segments
 
@@ -66,8 +66,5 @@ def build_role_power(profile: Profile) -> Obj:
 
 def build_rolebinding_power(profile: Profile) -> Obj:
     """Bind the power Role to the controller's ServiceAccount."""
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": meta(profile, naming.role(profile.name, "power"), naming.CONTROLLER),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": naming.role(profile.name, "power")},
-            "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.CONTROLLER),
-                          "namespace": profile.namespace}]}
+    return role_binding(profile, naming.role(profile.name, "power"), naming.CONTROLLER,
+                        naming.component_name(profile.name, naming.CONTROLLER))

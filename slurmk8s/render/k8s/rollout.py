@@ -18,7 +18,7 @@ from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render import rollout
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
-    sackd_sidecar, volume_config,
+    role_binding, sackd_sidecar, service_account, volume_config,
 )
 from slurmk8s.render.topology import pool_segments
 
@@ -97,11 +97,7 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
                           "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
             "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": meta(profile, name, naming.CONTROLLER),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.CONTROLLER),
-                             "namespace": profile.namespace}]}
+    binding = role_binding(profile, name, naming.CONTROLLER, naming.component_name(profile.name, naming.CONTROLLER))
     return [role, binding, configmap]
 
 
@@ -160,8 +156,7 @@ def build_hooks_rollout(profile: Profile, pool_templates: list[Obj], slurm_files
     """ServiceAccount, Role, RoleBinding, ConfigMap and Job of the in-cluster reconfigure and rollout, in that
     order. slurm_files: the data of the Slurm ConfigMap."""
     name = naming.component_name(profile.name, naming.ROLLOUT)
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(profile, name, naming.ROLLOUT),
-          "automountServiceAccountToken": False}
+    sa = service_account(profile, naming.ROLLOUT)
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": meta(profile, name, naming.ROLLOUT),
             "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
@@ -174,10 +169,7 @@ def build_hooks_rollout(profile: Profile, pool_templates: list[Obj], slurm_files
                        "verbs": ["patch"]},
                       {"apiGroups": [""], "resources": ["pods/exec"], "resourceNames": controller_pods(profile),
                        "verbs": ["create", "get"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": meta(profile, name, naming.ROLLOUT),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": profile.namespace}]}
+    binding = role_binding(profile, name, naming.ROLLOUT, name)
     data = {**rollout_programs(), "settings.json": rollout_settings(profile, slurm_files)}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.ROLLOUT),
                  "data": dict(sorted(data.items()))}

@@ -15,7 +15,7 @@ from importlib import resources
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.k8s.common import Obj, config_hash, meta
+from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding, service_account
 from slurmk8s.render.topology import pool_segments
 
 CHECK_DIR = "/etc/slurmk8s/upgrade-check"
@@ -47,16 +47,12 @@ def _before_sync(obj: Obj) -> Obj:
 def build_hooks_upgrade_check(profile: Profile) -> list[Obj]:
     """ServiceAccount, Role (get on those StatefulSets, by name), RoleBinding, ConfigMap and Job, in that order."""
     name = naming.component_name(profile.name, naming.UPGRADE_CHECK)
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(profile, name, naming.UPGRADE_CHECK),
-          "automountServiceAccountToken": False}
+    sa = service_account(profile, naming.UPGRADE_CHECK)
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": meta(profile, name, naming.UPGRADE_CHECK),
             "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"],
                        "resourceNames": slurm_statefulsets(profile), "verbs": ["get"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": meta(profile, name, naming.UPGRADE_CHECK),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": profile.namespace}]}
+    binding = role_binding(profile, name, naming.UPGRADE_CHECK, name)
     settings = json.dumps({"statefulsets": slurm_statefulsets(profile), "target": profile.version},
                           indent=2, sort_keys=True) + "\n"
     data = {**check_programs(), "settings.json": settings}
