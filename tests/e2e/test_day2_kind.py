@@ -127,9 +127,13 @@ def test_cordoning_a_kubernetes_node_drains_its_slurm_node_without_killing_the_j
         assert job_state_now(cluster, job) == "RUNNING"
     finally:
         cluster.kubectl("uncordon", host)
-    wait_until(lambda: not sinfo_node(cluster, "cpu-0")[0].startswith("drain") or None,
-               HEALTH_CHECK_INTERVAL + 45, "cpu-0 to resume after the uncordon")
-    assert sinfo_node(cluster, "cpu-0")[0].split("+")[0] in ("allocated", "mixed", "idle", "completing")
+    # A resume marks the node not responding ("*") until slurmd registers again (slurmctld's
+    # _require_node_reg), so the node is back when it is neither draining nor waiting on that.
+    state, _ = wait_until(
+        lambda: (s := sinfo_node(cluster, "cpu-0")) and s[0] and not s[0].startswith("drain")
+        and not s[0].endswith("*") and s or None,
+        HEALTH_CHECK_INTERVAL + 45, "cpu-0 to resume and register after the uncordon")
+    assert state.split("+")[0] in ("allocated", "mixed", "idle", "completing"), state
     assert wait_for_job(cluster, LOGIN, LOGIN_CONTAINER, job, timeout=300) == "COMPLETED"
 
 

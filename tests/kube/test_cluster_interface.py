@@ -17,6 +17,7 @@ from slurmk8s.kube.cluster import KubeCluster
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render.sacctmgr import fresh_tree
+from tests.fakepool import FakePoolCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
 from test_accounts import FakeSacctmgr  # noqa: E402
@@ -65,25 +66,6 @@ def test_an_action_runs_against_a_fake_cluster_without_any_api():
     assert set(cluster.asked) == {"research"}  # every command went to the profile's own controller
 
 
-class PoolOnly:
-    """A PoolCluster of replicas; Slurm says every node is idle."""
-
-    def __init__(self, replicas: dict[str, int]):
-        self.replicas = replicas
-
-    def get_replicas(self, bundle, statefulset: str) -> int:
-        return self.replicas[statefulset]
-
-    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
-        self.replicas[statefulset] = replicas
-
-    def live_replicas(self, bundle, statefulset: str) -> int | None:
-        return self.replicas.get(statefulset)
-
-    def slurm(self, bundle, argv: list[str]) -> str:
-        return "".join(f"{n} idle\n" for n in argv[4].split(",")) if argv[:2] == ["sinfo", "-h"] else ""
-
-
 def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
     """The model read and rendered at the start is the one every later step uses (no second load, no re-parse)."""
     import slurmk8s.profile.files
@@ -98,7 +80,7 @@ def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
     assert "cluster dev is ready" in lines, lines[-3:]  # every step ran, the wait and the accounts included
     assert calls == ["read", "render"]
     calls.clear()
-    assert isinstance(PoolOnly({}), PoolCluster)
-    cluster = PoolOnly({"dev-cpu": 1})
+    assert isinstance(FakePoolCluster({}), PoolCluster)
+    cluster = FakePoolCluster({"dev-cpu": 1}, cluster="dev")
     assert run_scale(KIND_DEV, "cpu", 2, cluster, echo=lambda line: None) == 1
     assert calls == ["read", "render"] and cluster.replicas == {"dev-cpu": 2}

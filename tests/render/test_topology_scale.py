@@ -12,48 +12,13 @@ from slurmk8s.actions.scale import pool_range, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.loader import load_profile
 from slurmk8s.render import render
+from tests.fakepool import FakePoolCluster
 
 DOC = {"apiVersion": "slurmk8s.io/v1alpha1", "kind": "ClusterProfile", "metadata": {"name": "t"},
        "spec": {"pools": [{"name": "cpu", "replicas": 3, "minReplicas": 1, "maxReplicas": 6, "cpus": 1, "memory": "1Gi"}],
                 "topology": {"plugin": "tree", "domains": [
                     {"name": "r1", "nodeLabels": {"example.com/rack": "r1"}, "slots": {"cpu": 2}},
                     {"name": "r2", "nodeLabels": {"example.com/rack": "r2"}, "slots": {"cpu": 4}}]}}}
-
-
-class FakeCluster:
-    """A PoolCluster of StatefulSet replicas and the Slurm commands scale runs (squeue answers: no jobs).
-
-    `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when
-    the last finishes, `after_power_down` runs (what the SuspendProgram does to the replicas).
-    """
-
-    def __init__(self, replicas: dict[str, int], powering_down: tuple[str, ...] = (), polls: int = 0,
-                 after_power_down=lambda replicas: None):
-        self.replicas, self.commands = dict(replicas), []
-        self.powering_down, self.polls, self.after_power_down = powering_down, polls, after_power_down
-
-    def get_replicas(self, bundle, statefulset: str) -> int:
-        return self.replicas[statefulset]
-
-    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
-        self.replicas[statefulset] = replicas
-
-    def live_replicas(self, bundle, statefulset: str) -> int | None:
-        return self.replicas.get(statefulset)
-
-    def slurm(self, bundle, argv: list[str]) -> str:
-        assert bundle.cluster == "t"  # Slurm of the cluster scaled, not of another
-        self.commands.append(argv)
-        if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
-            return ""
-        if self.polls == 0 and self.powering_down:
-            self.powering_down = ()
-            self.after_power_down(self.replicas)
-        self.polls = max(0, self.polls - 1)
-        return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
-
-    def queries(self) -> list[list[str]]:
-        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"]]
 
 
 @pytest.fixture
@@ -67,17 +32,17 @@ def bundle(profile):
 
 
 def test_the_fake_serves_the_pool_interface():
-    assert isinstance(FakeCluster({}), PoolCluster)
+    assert isinstance(FakePoolCluster({}, cluster="t"), PoolCluster)
 
 
 def test_split_pool_range_is_the_sum_of_its_leaves(profile, bundle):
     assert pool_range(profile, "cpu") == ("t-cpu-r1", 1, 6)
     with pytest.raises(UsageError, match=r"pool cpu: 7 is outside minReplicas..maxReplicas \(1..6\)"):
-        scale_pool(profile, bundle, "cpu", 7, FakeCluster({}))
+        scale_pool(profile, bundle, "cpu", 7, FakePoolCluster({}, cluster="t"))
 
 
 def test_scale_up_fills_leaves_in_node_order(profile, bundle):
-    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
+    cluster = FakePoolCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, cluster="t")
     assert scale_pool(profile, bundle, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
     assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"]]
@@ -88,15 +53,15 @@ def test_scale_takes_the_pool_from_the_profile_not_from_annotations_render_wrote
     bare = dataclasses.replace(bundle, objects=tuple(
         {**o, "metadata": {**o["metadata"], "annotations": {}}} if o["kind"] == "StatefulSet" else o
         for o in bundle.objects))
-    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1})
+    cluster = FakePoolCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, cluster="t")
     assert scale_pool(profile, bare, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
 
 
 def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_after(profile, bundle):
     # Slurm is suspending cpu-2 (its SuspendProgram will take r2 down to 0): growing to 4 waits for that first.
-    cluster = FakeCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, powering_down=("cpu-2",), polls=2,
-                          after_power_down=lambda replicas: replicas.update({"t-cpu-r2": 0}))
+    cluster = FakePoolCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, powering_down=("cpu-2",), polls=2, cluster="t",
+                              after_power_down=lambda replicas: replicas.update({"t-cpu-r2": 0}))
     lines: list[str] = []
     assert scale_pool(profile, bundle, "cpu", 4, cluster, log=lines.append, poll_s=0) == 2
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 2}
@@ -105,7 +70,7 @@ def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_aft
 
 
 def test_scale_up_gives_up_when_slurm_keeps_powering_down(profile, bundle):
-    cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 0}, powering_down=("cpu-1",), polls=10**6)
+    cluster = FakePoolCluster({"t-cpu-r1": 1, "t-cpu-r2": 0}, powering_down=("cpu-1",), polls=10**6, cluster="t")
     with pytest.raises(ClusterError, match=r"pool cpu: Slurm is still powering down cpu-1 after 0 s; nothing was scaled"):
         scale_pool(profile, bundle, "cpu", 2, cluster, log=lambda line: None, timeout_s=0, poll_s=0)
     assert cluster.replicas == {"t-cpu-r1": 1, "t-cpu-r2": 0}
@@ -113,7 +78,7 @@ def test_scale_up_gives_up_when_slurm_keeps_powering_down(profile, bundle):
 
 def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(profile, bundle):
     # Power saving resumed cpu-5 (pod 3 of r2) while r1 is short: the live state is not contiguous.
-    cluster = FakeCluster({"t-cpu-r1": 1, "t-cpu-r2": 4})
+    cluster = FakePoolCluster({"t-cpu-r1": 1, "t-cpu-r2": 4}, cluster="t")
     assert scale_pool(profile, bundle, "cpu", 3, cluster, log=lambda line: None, poll_s=0) == 5
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
     assert cluster.commands[0] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N %t"]  # none powering down

@@ -307,13 +307,15 @@ def service_account(profile: Profile, component: str) -> Obj:
 
 
 
-def role_binding(profile: Profile, role: str, component: str, service_account_name: str) -> Obj:
-    """A RoleBinding named after its Role, labelled for component, granting it to one ServiceAccount."""
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": meta(profile, role, component),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+def role_binding(profile: Profile, role: str, component: str, service_account_name: str,
+                 cluster_wide: bool = False) -> Obj:
+    """A RoleBinding (ClusterRoleBinding when cluster_wide) named after its role, labelled for
+    component, granting it to one ServiceAccount."""
+    kind = "ClusterRole" if cluster_wide else "Role"
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding",
+            "metadata": meta(profile, role, component, namespaced=not cluster_wide),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": service_account_name, "namespace": profile.namespace}]}
-
 
 
 SACK_DIR = "/run/slurm"  # where Slurm's clients look for sackd's socket

@@ -19,7 +19,7 @@ from importlib import resources
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render.k8s.common import Obj, config_hash, meta
+from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding
 from slurmk8s.render.slurmfiles import HEALTH_DIR, drains_on_cordon, runs_health_program
 
 ANNOTATION_HEALTH_HASH = "slurmk8s.io/health-hash"
@@ -121,9 +121,6 @@ def build_node_reader(profile: Profile) -> list[Obj]:
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": meta(profile, name, naming.WORKER, namespaced=False),
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": meta(profile, name, naming.WORKER, namespaced=False),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": naming.component_name(profile.name, naming.WORKER),
-                             "namespace": profile.namespace}]}
+    binding = role_binding(profile, name, naming.WORKER, naming.component_name(profile.name, naming.WORKER),
+                           cluster_wide=True)
     return [role, binding]

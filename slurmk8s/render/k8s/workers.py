@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import (
-    CONFIG_FETCHED, Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, statefulset,
+    CONFIG_FETCHED, Obj, headless_service, init_config_container, mounts_config, pod_spec, statefulset,
     volume_config,
 )
 from slurmk8s.render.k8s.probes import slurmd_probes

@@ -1,0 +1,40 @@
+"""A PoolCluster with no API behind it: StatefulSet replicas in a dict, and the Slurm commands scale runs."""
+
+from __future__ import annotations
+
+
+class FakePoolCluster:
+    """Replicas per StatefulSet; sinfo says every node asked about is idle (squeue: no jobs).
+
+    `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when the last
+    finishes, `after_power_down` runs (what the SuspendProgram does to the replicas). With `cluster`,
+    every Slurm command must be meant for that cluster.
+    """
+
+    def __init__(self, replicas: dict[str, int], powering_down: tuple[str, ...] = (), polls: int = 0,
+                 after_power_down=lambda replicas: None, cluster: str | None = None):
+        self.replicas, self.commands, self.cluster = dict(replicas), [], cluster
+        self.powering_down, self.polls, self.after_power_down = powering_down, polls, after_power_down
+
+    def get_replicas(self, bundle, statefulset: str) -> int:
+        return self.replicas[statefulset]
+
+    def set_replicas(self, bundle, statefulset: str, replicas: int) -> None:
+        self.replicas[statefulset] = replicas
+
+    def live_replicas(self, bundle, statefulset: str) -> int | None:
+        return self.replicas.get(statefulset)
+
+    def slurm(self, bundle, argv: list[str]) -> str:
+        assert self.cluster is None or bundle.cluster == self.cluster, bundle.cluster
+        self.commands.append(argv)
+        if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
+            return ""
+        if self.polls == 0 and self.powering_down:
+            self.powering_down = ()
+            self.after_power_down(self.replicas)
+        self.polls = max(0, self.polls - 1)
+        return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
+
+    def queries(self) -> list[list[str]]:
+        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"]]
