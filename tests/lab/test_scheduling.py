@@ -161,31 +161,43 @@ def test_qos_gpu_limit_keeps_the_second_gpu_job_pending(lab):
 
 def test_backfill_starts_a_short_job_without_delaying_the_big_one(lab):
     wait_for("partition cpu idle", lambda: cpu_partition_jobs(lab), until=lambda ids: not ids)
-    running = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "2", "--wrap", "sleep 300")
-    wait_for("first job running", lambda: job(lab, running), until=lambda j: j["JobState"] == "RUNNING")
-    big = submit(lab, None, "-p", "cpu", "-N2", "-n4", "-t", "2", "--wrap", "sleep 5")
-    before = wait_for("backfill plans the big job", lambda: job(lab, big), until=lambda j: j["StartTime"] != "Unknown")["StartTime"]
-    short = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "1", "--wrap", "sleep 30")
-    wait_for("short job backfilled", lambda: job(lab, short), until=lambda j: j["JobState"] == "RUNNING")
-    big_now = job(lab, big)
-    assert big_now["JobState"] == "PENDING", big_now
-    assert int(big_now["Priority"]) >= int(job(lab, short)["Priority"])
-    assert big_now["StartTime"] == before, (before, big_now["StartTime"])
-    assert job(lab, short)["EndTime"] <= before
-    sh(lab, "scancel", running, big, short)
+    # The big job's planned start is the running job's time limit (5 min): the short job (1 min) ends
+    # well before it even when backfill rounds times to bf_resolution (60 s) and the machine is slow.
+    running = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "5", "--wrap", "sleep 300")
+    jobs = [running]
+    try:
+        wait_for("first job running", lambda: job(lab, running), until=lambda j: j["JobState"] == "RUNNING")
+        big = submit(lab, None, "-p", "cpu", "-N2", "-n4", "-t", "2", "--wrap", "sleep 5")
+        jobs.append(big)
+        before = wait_for("backfill plans the big job", lambda: job(lab, big),
+                          until=lambda j: j["StartTime"] != "Unknown")["StartTime"]
+        short = submit(lab, None, "-p", "cpu", "-N1", "-n2", "-t", "1", "--wrap", "sleep 30")
+        jobs.append(short)
+        wait_for("short job backfilled", lambda: job(lab, short), until=lambda j: j["JobState"] == "RUNNING")
+        big_now = job(lab, big)
+        assert big_now["JobState"] == "PENDING", big_now
+        assert int(big_now["Priority"]) >= int(job(lab, short)["Priority"])
+        assert big_now["StartTime"] == before, (before, big_now["StartTime"])
+        assert job(lab, short)["EndTime"] <= before
+    finally:
+        sh(lab, "scancel", *jobs)  # a failure here must not leave the next test a full partition
 
 
 def test_high_qos_job_requeues_a_low_qos_job_on_a_full_pool(lab):
     wait_for("partition cpu idle", lambda: cpu_partition_jobs(lab), until=lambda ids: not ids)
     low = submit(lab, ALICE, "-p", "cpu", "-N2", "-n4", "--qos=low", "--wrap", "sleep 300")
-    wait_for("low job running", lambda: job(lab, low), until=lambda j: j["JobState"] == "RUNNING")
-    high = submit(lab, ALICE, "-p", "cpu", "-N1", "-n2", "--qos=high", "--wrap", "sleep 300")
-    wait_for("high job running", lambda: job(lab, high), until=lambda j: j["JobState"] == "RUNNING")
-    # the preempted job is requeued: it ends (COMPLETING), then waits in the queue again
-    victim = wait_for("low job requeued", lambda: job(lab, low), until=lambda j: j["JobState"] == "PENDING")
-    assert int(victim["Restarts"]) >= 1, victim
-    assert "PREEMPTED" in sh(lab, "sacct", "-n", "-X", "-D", "-j", low, "-o", "State")
-    sh(lab, "scancel", low, high)
+    jobs = [low]
+    try:
+        wait_for("low job running", lambda: job(lab, low), until=lambda j: j["JobState"] == "RUNNING")
+        high = submit(lab, ALICE, "-p", "cpu", "-N1", "-n2", "--qos=high", "--wrap", "sleep 300")
+        jobs.append(high)
+        wait_for("high job running", lambda: job(lab, high), until=lambda j: j["JobState"] == "RUNNING")
+        # the preempted job is requeued: it ends (COMPLETING), then waits in the queue again
+        victim = wait_for("low job requeued", lambda: job(lab, low), until=lambda j: j["JobState"] == "PENDING")
+        assert int(victim["Restarts"]) >= 1, victim
+        assert "PREEMPTED" in sh(lab, "sacct", "-n", "-X", "-D", "-j", low, "-o", "State")
+    finally:
+        sh(lab, "scancel", *jobs)
 
 
 # ---------------------------------------------------------------- fair-share (last: it waits for alice's usage)
