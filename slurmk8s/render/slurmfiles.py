@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import jinja2
 
-from slurmk8s import naming, versions
+from slurmk8s import codecache, naming, versions
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render import fence, jobdefaults, topology
 
@@ -29,6 +29,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=codecache.jinja_bytecode_cache(__file__),
     )
 
 
