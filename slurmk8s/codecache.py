@@ -112,32 +112,3 @@ def write_caches() -> None:
                 pass
     _stale.clear()
 
-
-def jinja_bytecode_cache(module_file: str) -> Any:
-    """Jinja's bytecode cache (compiled templates, keyed by the template's path and checked against its
-    text's checksum) in the __pycache__ of module_file, written as bytecode is (above); None where
-    Python keeps no bytecode cache. Parsing and compiling the Slurm templates is about 10 ms a render."""
-    path = cache_path(module_file)
-    if path is None:
-        return None
-    import jinja2.bccache
-
-    class BytecodeCache(jinja2.bccache.FileSystemBytecodeCache):
-        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            try:
-                with open(self._get_cache_filename(bucket), "rb") as f:
-                    data = f.read()
-            except OSError:
-                return
-            bucket.bytecode_from_string(data)  # one read: marshal.load(f) reads a piece at a time
-
-        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            if sys.dont_write_bytecode:
-                return
-            try:
-                os.makedirs(self.directory, exist_ok=True)
-                super().dump_bytecode(bucket)
-            except OSError:
-                pass  # a cache that cannot be written is only slower
-
-    return BytecodeCache(os.path.dirname(path), f"jinja2-%s.{sys.implementation.cache_tag}")

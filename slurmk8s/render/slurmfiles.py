@@ -6,12 +6,15 @@ Templates only lay out what these functions precompute (StrictUndefined).
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-
-from slurmk8s import codecache, naming, versions
+from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import fence, jobdefaults, topology
+from slurmk8s.render import compiled_templates, fence, jobdefaults, topology
+
+if TYPE_CHECKING:
+    import jinja2
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 HEALTH_DIR = "/opt/slurmk8s/health"  # each pool pod mounts its pool's HealthCheckProgram here (render/k8s/health.py)
@@ -22,6 +25,7 @@ SLURM_KEY_PATH = "/etc/slurm/slurm.key"
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    import jinja2  # only for a template changed since tools/compile_templates.py ran (see _render)
     return jinja2.Environment(
         loader=jinja2.PackageLoader("slurmk8s.render", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -29,11 +33,24 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
-        bytecode_cache=codecache.jinja_bytecode_cache(__file__),
     )
 
 
+@lru_cache(maxsize=None)
+def _compiled(template: str) -> Any:
+    """The template's plain-Python form (render/compiled_templates.py) while its file has the text it was
+    compiled from; else None: Jinja renders it. Importing and compiling Jinja is about a tenth of a large render."""
+    entry = compiled_templates.TEMPLATES.get(template)
+    if entry is None:
+        return None
+    text = resources.files("slurmk8s.render").joinpath(f"templates/{template}").read_bytes().decode("utf-8")
+    return entry[1] if entry[0] == text else None
+
+
 def _render(template: str, **data: object) -> str:
+    compiled = _compiled(template)
+    if compiled is not None:
+        return compiled(data)
     return _env().get_template(template).render(**data)
 
 
