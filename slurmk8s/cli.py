@@ -12,7 +12,10 @@ import signal
 import sys
 from typing import Any, Optional
 
-import typer
+from slurmk8s import codecache
+
+with codecache.caching():  # typer's own dataclasses too
+    import typer
 
 from slurmk8s.errors import SlurmK8sError
 
@@ -118,9 +121,9 @@ def _plain_str_coercion() -> None:
     typer's own coercion, built only then. On a typer without these internals nothing changes.
     """
     try:
-        from dataclasses import dataclass
-
         from typer import _coercion, core
+
+        from slurmk8s.codecache import dataclass
         build = core.build_runtime_param
         base = _coercion.RuntimeParam
     except (ImportError, AttributeError):

@@ -20,7 +20,7 @@ import sys
 from importlib.util import cache_from_source
 from _thread import RLock
 from types import CodeType
-from typing import Any, Callable
+from typing import Any
 
 SUFFIX = ".dataclasses"
 _lock = RLock()
@@ -50,46 +50,54 @@ def _read(path: str) -> dict[str, CodeType]:
     return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, CodeType)}
 
 
-def _exec_from(path: str) -> Callable[..., None]:
-    """An exec() for dataclasses that takes the code of a text from the cache at path."""
+_paths: dict[str, str | None] = {}  # module file -> its cache file
+
+
+def _cached_exec(text: Any, globals: dict[str, Any], locals: dict[str, Any] | None = None) -> None:
+    """exec() for dataclasses: the code of a text from the cache of the module it is for (dataclasses
+    passes that module's globals), compiled and noted on a miss."""
+    global misses
+    file = globals.get("__file__") if type(text) is str else None
+    path = _paths.get(file) if file in _paths else _paths.setdefault(file, cache_path(file) if file else None)
+    if path is None:
+        exec(text, globals, locals)
+        return
     cache = _caches.get(path)
     if cache is None:
         cache = _caches[path] = _read(path)
-    used = _used.setdefault(path, {})
+    code = cache.get(text)
+    if code is None:
+        # As exec() compiles a text: no __future__ flags of this module.
+        code = compile(text, "<string>", "exec", dont_inherit=True)
+        misses += 1
+        _stale.add(path)
+    _used.setdefault(path, {})[text] = code
+    exec(code, globals, locals)
 
-    def cached_exec(text: str, globals: dict[str, Any], locals: dict[str, Any]) -> None:
-        global misses
-        code = cache.get(text) if type(text) is str else None
-        if code is None:
-            if type(text) is not str:
-                exec(text, globals, locals)
-                return
-            # As exec() compiles a text: no __future__ flags of this module.
-            code = compile(text, "<string>", "exec", dont_inherit=True)
-            misses += 1
-            _stale.add(path)
-        used[text] = code
-        exec(code, globals, locals)
-    return cached_exec
+
+class caching:
+    """Within this block every dataclass made (e.g. by a library's import) takes its code from the cache."""
+
+    def __enter__(self) -> None:
+        _lock.acquire()
+        self.previous = dataclasses.__dict__.get("exec")
+        dataclasses.exec = _cached_exec  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.previous is None:
+                del dataclasses.exec  # type: ignore[attr-defined]
+            else:
+                dataclasses.exec = self.previous  # type: ignore[attr-defined]
+        finally:
+            _lock.release()
 
 
 def dataclass(cls: type | None = None, /, **options: Any) -> Any:
     """dataclasses.dataclass with the same options and result; its generated code cached (above)."""
     def wrap(cls: type) -> type:
-        module = sys.modules.get(cls.__module__)
-        path = cache_path(module.__file__) if module is not None and getattr(module, "__file__", None) else None
-        if path is None:
+        with caching():
             return dataclasses.dataclass(cls, **options)
-        with _lock:
-            previous = dataclasses.__dict__.get("exec")
-            dataclasses.exec = _exec_from(path)  # type: ignore[attr-defined]
-            try:
-                return dataclasses.dataclass(cls, **options)
-            finally:
-                if previous is None:
-                    del dataclasses.exec  # type: ignore[attr-defined]
-                else:
-                    dataclasses.exec = previous  # type: ignore[attr-defined]
     return wrap if cls is None else wrap(cls)
 
 
