@@ -4,8 +4,6 @@ Imports of actions happen inside each command so `--help` and `render` stay fast
 and never load the Kubernetes client.
 """
 
-from __future__ import annotations
-
 import atexit
 import gc
 import signal
