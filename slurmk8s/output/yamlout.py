@@ -97,6 +97,9 @@ _ONE_LINE = re.compile(r"[ !#-\[\]-~]+\Z").match
 # before a space or the end, with `: `, a final `:` or ` #`, or with a document marker at the start.
 _INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
 _FIXED: dict[str, str] = {}  # a string without spaces -> its text, the same at any column
+# Letters, digits, `_./-`, a letter or `_` first: none of the cases above; plain unless it may read as
+# a bool or null (its first character among _IMPLICIT_FIRST, then the full check below decides).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*\Z").match
 _PLAIN_RESOLVER = yaml.resolver.Resolver()
 # The first characters PyYAML's implicit resolvers look at; a plain scalar starting otherwise is a string.
 _IMPLICIT_FIRST = frozenset(yaml.resolver.Resolver.yaml_implicit_resolvers)
@@ -142,6 +145,9 @@ def _scalar(value: Any, column: int, indent: int, key: bool = False) -> str:
         text = _FIXED.get(value)
         if text is not None:
             return text
+        if _NAME(value) and value[0] not in _IMPLICIT_FIRST:  # a name, e.g. one of 10,000 pods: plain as it is
+            _FIXED[value] = value
+            return value
         if not _ONE_LINE(value) or value[0] == " " or value[-1] == " " or "  " in value:
             if value == "":
                 return "''"
