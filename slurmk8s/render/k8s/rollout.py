@@ -135,8 +135,11 @@ def pool_statefulsets(profile: Profile) -> list[str]:
 
 def pool_pods(profile: Profile) -> list[str]:
     """Every pod name a pool can have (its slots), for the Role's resourceNames."""
-    return sorted(naming.pod_name(s.statefulset, i) for p in profile.pools for s in pool_segments(profile, p)
-                  for i in range(s.slots))
+    names: list[str] = []
+    for p in profile.pools:
+        for s in pool_segments(profile, p):
+            names += naming.pod_names(s.statefulset, s.slots)
+    return sorted(names)
 
 
 def controller_pods(profile: Profile) -> list[str]:
