@@ -5,6 +5,7 @@ Templates only lay out what these functions precompute (StrictUndefined).
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -38,13 +39,13 @@ def _env() -> jinja2.Environment:
 
 @lru_cache(maxsize=None)
 def _compiled(template: str) -> Any:
-    """The template's plain-Python form (render/compiled_templates.py) while its file has the text it was
+    """The template's plain-Python form (render/compiled_templates.py) while its file has the digest it was
     compiled from; else None: Jinja renders it. Importing and compiling Jinja is about a tenth of a large render."""
     entry = compiled_templates.TEMPLATES.get(template)
     if entry is None:
         return None
-    text = resources.files("slurmk8s.render").joinpath(f"templates/{template}").read_bytes().decode("utf-8")
-    return entry[1] if entry[0] == text else None
+    text = resources.files("slurmk8s.render").joinpath(f"templates/{template}").read_bytes()
+    return entry[1] if hashlib.sha256(text).hexdigest() == entry[0] else None
 
 
 def _render(template: str, **data: object) -> str:
