@@ -6,8 +6,9 @@ a render's start for the profile model and the render's records (issue 17). `dat
 the standard one; only its exec() finds the compiled code in a cache keyed by that exact text, so
 a changed class misses and is compiled as before. A module's cache sits in __pycache__ beside its
 .pyc (`<module>.<tag>.dataclasses`) and is written as Python writes bytecode: not under
-PYTHONDONTWRITEBYTECODE, nowhere Python could not write its .pyc. A Python whose dataclasses does
-not call exec() by name simply never consults it.
+PYTHONDONTWRITEBYTECODE, nowhere Python could not write its .pyc. Like a .pyc it is code Python runs,
+trusted as the .pyc beside it is. A Python whose dataclasses does not call exec() by name simply
+never consults it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import dataclasses
 import marshal
 import os
 import sys
-from importlib.util import cache_from_source
 from _thread import RLock
+from importlib.util import cache_from_source
 from types import CodeType
 from typing import Any
 
