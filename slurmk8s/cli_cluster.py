@@ -4,8 +4,6 @@ Nothing here imports `kubernetes` at module level: `slurmk8s --help` and `render
 start without it.
 """
 
-from __future__ import annotations
-
 import math
 import re
 from typing import Any, Callable, Optional

@@ -1,7 +1,5 @@
 """`slurmk8s images ...`: build the project's Slurm images from Debian packages, or save them."""
 
-from __future__ import annotations
-
 from typing import List, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """`slurmk8s lab ...`: boot rendered bundles with real Slurm daemons (needs root)."""
 
-from __future__ import annotations
-
 import sys
 from typing import List, Optional
 

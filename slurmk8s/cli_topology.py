@@ -1,7 +1,5 @@
 """`slurmk8s topology ...`: network topology from a live cluster's node labels."""
 
-from __future__ import annotations
-
 import sys
 from typing import Optional
 

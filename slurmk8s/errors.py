@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from slurmk8s.codecache import dataclass
 
 
 class SlurmK8sError(Exception):

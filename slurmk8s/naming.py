@@ -119,6 +119,11 @@ def pod_name(statefulset: str, ordinal: int) -> str:
     return f"{statefulset}-{ordinal}"
 
 
+def pod_names(statefulset: str, count: int) -> list[str]:
+    """pod_name of members 0..count-1, built at once (10,000 of them for a large profile)."""
+    return [f"{statefulset}-{ordinal}" for ordinal in range(count)]
+
+
 def slurm_node_name(pool: str, ordinal: int) -> str:
     """Slurm NodeName of a pool member: <pool>-<i>."""
     return f"{pool}-{ordinal}"

@@ -2,7 +2,7 @@
 kubernetes stays in kube.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
-versions, quantity (see LAYERS and docs/architecture.md).
+versions, quantity -> codecache (see LAYERS and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ IO = {"subprocess", "socket", "http", "urllib", "requests", "shutil", "os", "tem
 def imports(path: Path) -> tuple[set[str], set[str]]:
     """(every module a file imports, those imported at module level), as dotted names."""
     tree, found, top = ast.parse(path.read_text()), set(), set()
+    # Run at import: the module's statements and those of its `with` blocks (cli.py imports typer in one).
+    module_level = [*tree.body, *(n for w in tree.body if isinstance(w, ast.With) for n in w.body)]
     for node in ast.walk(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module] + [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module else []
         found.update(names)
-        top.update(names if node in tree.body else [])
+        top.update(names if node in module_level else [])
     return found, top
 
 
@@ -49,6 +51,7 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("slurmk8s.render",)],
     [("slurmk8s.profile",)],
     [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",)],
+    [("slurmk8s.codecache",)],
 ]
 
 

@@ -1,7 +1,8 @@
 """`--help` and the render of a valid profile stay light: the heavy libraries load only when needed.
 
 jsonschema words the errors of an invalid profile, rich would format help, pydantic is typer's
-coercion of option types other than str and bool, kubernetes is for cluster commands. Each would
+coercion of option types other than str and bool, kubernetes is for cluster commands, jinja2 renders
+only a template edited since tools/compile_templates.py ran. Each would
 cost tens of milliseconds at every start (issue 17: --help <= 0.08 s, render no slower than helm).
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("jsonschema", "rich", "pydantic", "kubernetes")
+HEAVY = ("jsonschema", "rich", "pydantic", "kubernetes", "jinja2")
 
 
 def loaded_after(argv: list[str]) -> tuple[int, set[str]]:

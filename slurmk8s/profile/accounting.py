@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default, value_or_default
 
 Problem = tuple[tuple, str, bool]
@@ -11,18 +11,24 @@ Problem = tuple[tuple, str, bool]
 
 @dataclass(frozen=True)
 class Storage:
+    """The embedded database's volume: its size and StorageClass (None: the cluster's default)."""
+
     size: str
     storage_class: str | None = None
 
 
 @dataclass(frozen=True)
 class SecretRef:
+    """One key of a Secret."""
+
     name: str
     key: str
 
 
 @dataclass(frozen=True)
 class ExternalDatabase:
+    """spec.accounting.database.external: a database of the user's for slurmdbd."""
+
     host: str
     port: int
     user: str
@@ -32,6 +38,8 @@ class ExternalDatabase:
 
 @dataclass(frozen=True)
 class Accounting:
+    """spec.accounting: slurmdbd and its database, embedded or external."""
+
     enabled: bool
     embedded: Storage | None  # None when external or disabled
     external: ExternalDatabase | None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import value_or_default
 
 
 @dataclass(frozen=True)
 class Login:
+    """spec.login: the login pods, their Service and who may reach them over SSH."""
+
     replicas: int
     service_type: str
     service_port: int

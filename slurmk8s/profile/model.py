@@ -6,8 +6,9 @@ live in the section's module (pools.py, slurm.py, ...); Profile holds them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.accounting import Accounting, Storage
 from slurmk8s.profile.login import Login
 from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics
@@ -25,6 +26,8 @@ from slurmk8s.profile.volumes import SharedVolume
 
 @dataclass(frozen=True)
 class PowerSaving:
+    """Slurm's power saving of the elastic pools (seconds)."""
+
     suspend_time: int
     suspend_timeout: int
     resume_timeout: int

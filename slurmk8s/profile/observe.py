@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from slurmk8s import versions
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 
 Problem = tuple[tuple, str, bool]
@@ -25,6 +25,8 @@ METRIC_PATHS = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metr
 
 @dataclass(frozen=True)
 class Metrics:
+    """spec.metrics: Slurm's metrics, how Prometheus scrapes them, the dashboard."""
+
     enabled: bool
     monitor: str  # ServiceMonitor | PodMonitor | none
     interval: str
@@ -43,6 +45,8 @@ class PoolCheck:
 
 @dataclass(frozen=True)
 class HealthChecks:
+    """spec.healthChecks: the HealthCheckProgram every pool node runs."""
+
     enabled: bool
     interval: int
     min_free_disk_mib: int

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, default
 from slurmk8s.profile.slurm import conf_value
 
@@ -12,6 +12,8 @@ Problem = tuple[tuple, str, bool]
 
 @dataclass(frozen=True)
 class Partition:
+    """spec.partitions[]: a Slurm partition over pools."""
+
     name: str
     pools: tuple[str, ...]
     default: bool

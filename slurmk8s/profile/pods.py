@@ -3,7 +3,7 @@ priority, labels, annotations)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from slurmk8s.codecache import dataclass
 
 Problem = tuple[tuple, str, bool]
 
@@ -13,6 +13,8 @@ OWNED_PREFIXES = ("app.kubernetes.io/", "slurmk8s.io/")
 
 @dataclass(frozen=True)
 class PodSettings:
+    """spec.pods: what every pod gets: pull secrets, priority class, labels, annotations."""
+
     image_pull_secrets: tuple[str, ...] = ()
     priority_class: str | None = None
     labels: tuple[tuple[str, str], ...] = ()

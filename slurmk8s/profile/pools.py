@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slurmk8s import naming
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 from slurmk8s.quantity import to_bytes, to_mib
 
@@ -17,6 +17,8 @@ Problem = tuple[tuple, str, bool]
 
 @dataclass(frozen=True)
 class Gpus:
+    """A pool's GPUs per node: count, Slurm type, Kubernetes resource."""
+
     count: int
     type: str | None
     resource: str
@@ -25,12 +27,16 @@ class Gpus:
 
 @dataclass(frozen=True)
 class Hugepages:
+    """A pool's hugepages per pod: page size and amount."""
+
     size: str
     amount: str
 
 
 @dataclass(frozen=True)
 class Rdma:
+    """A pool's RDMA: the device resource, count and secondary networks."""
+
     resource: str
     count: int
     networks: tuple[str, ...]
@@ -39,6 +45,8 @@ class Rdma:
 
 @dataclass(frozen=True)
 class Keda:
+    """A pool's KEDA scaler: the Prometheus query that sizes it."""
+
     server_address: str
     query: str
     threshold: str
@@ -47,6 +55,8 @@ class Keda:
 
 @dataclass(frozen=True)
 class Pool:
+    """spec.pools[]: Slurm nodes of one shape, a StatefulSet of slurmd pods."""
+
     name: str
     replicas: int
     min_replicas: int

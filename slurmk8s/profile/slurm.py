@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slurmk8s import naming, versions
+from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 
 if TYPE_CHECKING:  # the section is part of Profile: no import cycle at run time
@@ -16,6 +16,8 @@ Problem = tuple[tuple, str, bool]
 
 @dataclass(frozen=True)
 class Images:
+    """spec.slurm.images: each component's image and the pull policy."""
+
     controller: str
     worker: str
     accounting: str

@@ -13,9 +13,10 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from slurmk8s import naming
+from slurmk8s import codecache, naming
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import rollout
+with codecache.caching():  # shipped as source, it takes the plain dataclass: its code cached here
+    from slurmk8s.render import rollout
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
     role_binding, sackd_sidecar, service_account, volume_config,
@@ -134,8 +135,11 @@ def pool_statefulsets(profile: Profile) -> list[str]:
 
 def pool_pods(profile: Profile) -> list[str]:
     """Every pod name a pool can have (its slots), for the Role's resourceNames."""
-    return sorted(naming.pod_name(s.statefulset, i) for p in profile.pools for s in pool_segments(profile, p)
-                  for i in range(s.slots))
+    names: list[str] = []
+    for p in profile.pools:
+        for s in pool_segments(profile, p):
+            names += naming.pod_names(s.statefulset, s.slots)
+    return sorted(names)
 
 
 def controller_pods(profile: Profile) -> list[str]:
