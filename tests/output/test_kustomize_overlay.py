@@ -109,6 +109,7 @@ def test_the_power_program_scales_in_the_namespace_its_pod_runs_in(tmp_path: Pat
     monkeypatch.setitem(program, "SA_DIR", str(sa))
     monkeypatch.setitem(program, "HERE", str(tmp_path))
     monkeypatch.setitem(program, "expand", lambda hostlist: ["a100-3"])
+    monkeypatch.setitem(program, "BOOT_MARGIN_S", 0.0)  # the pause before a scale-up (tested in test_topology_scale)
     monkeypatch.setitem(program, "api", lambda method, path, body=None: calls.append((method, path)) or
                         {"spec": {"replicas": 2}})
     program["main"](["power.py", "resume", "a100-3"])

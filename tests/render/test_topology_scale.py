@@ -103,6 +103,22 @@ def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatc
             live[sts] = body["spec"]["replicas"]
         return {"spec": {"replicas": live[sts]}}
 
+    class Clock:  # time as power.py sees it: starts where the program was called, moves only by sleep
+        now = namespace["CALLED"]
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, seconds):
+            calls.append(("sleep", seconds, self.now))
+            self.now += seconds
+
     monkeypatch.setitem(namespace, "api", api)
+    monkeypatch.setitem(namespace, "time", Clock())
     namespace["resume"](config, ["cpu-1", "cpu-5"])
     assert live == {"t-cpu-r1": 2, "t-cpu-r2": 4}
+    # No replica is added sooner than BOOT_MARGIN_S after slurmctld called the program: once waited, not twice.
+    margin = namespace["BOOT_MARGIN_S"]
+    assert margin >= 2
+    patches = [i for i, c in enumerate(calls) if c[0] == "PATCH"]
+    assert calls[patches[0] - 1][:2] == ("sleep", margin) and calls[patches[1] - 1][:2] == ("sleep", 0.0), calls

@@ -24,6 +24,13 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DOWN_FLAGS = ("POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN")
+# slurmctld ignores a resumed node's registration while the node's boot time is before the resume
+# request (waiting_for_node_boot: boot_time < boot_req_time, both whole seconds; slurmd -b reports
+# its own start, rounded down), and then marks the node down at ResumeTimeout, failing its job. A
+# pod can start within a second of the scale (seen in the lab on 22.05), so no replica is added
+# until this long after slurmctld called us.
+BOOT_MARGIN_S = 2.0
+CALLED = time.monotonic()
 
 
 def log(message):
@@ -113,6 +120,7 @@ def resume(config, nodes):
         current = api("GET", path)["spec"].get("replicas", 0)
         wanted = min(max(current, ordinals[-1] + 1), spec["max"])
         if wanted != current:
+            time.sleep(max(0.0, BOOT_MARGIN_S - (time.monotonic() - CALLED)))
             api("PATCH", path, {"spec": {"replicas": wanted}})
         log(f"resume {spec['statefulset']} {ordinals}: replicas {current} -> {wanted}")
 
