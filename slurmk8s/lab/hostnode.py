@@ -19,6 +19,7 @@ from slurmk8s.lab import rootfs, sandbox
 from slurmk8s.lab.adapt import Adaptation, host_fence_adaptation, v1_cgroup_conf
 from slurmk8s.lab.cluster import CLIENT_PATH, Lab
 from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.files import write_file
 
 NVIDIA_MAJOR = 195
 # Far above the pods' indices, so the host's address never collides with a pod's.
@@ -47,12 +48,6 @@ def read_fence(slice_text: str) -> HostFence:
     return HostFence(cpus.group(1), int(mem.group(1)), gpus if policy else None)
 
 
-def _write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.chmod(path, mode)
-
-
 def create_fence_groups(node: str, fence: HostFence, node_gpus: tuple[int, ...]) -> list[Path]:
     """slurm_<node> in cpuset, memory and devices (cgroup v1) holding the slice's limits; returns the dirs."""
     root = sandbox.CGROUP_ROOT
@@ -77,14 +72,14 @@ def start_host_node(lab: Lab, shape: str, node: str, node_gpus: tuple[int, ...],
     fence = read_fence(files[f"{d}/systemd/slurm.slice"])
     host_dir = lab.lab_dir / "hostnodes" / node
     conf = host_dir / "conf"
-    _write(conf / "slurm.conf", lab.slurm_files["slurm.conf"])
-    _write(conf / "cgroup.conf", v1_cgroup_conf(files[f"{d}/cgroup.conf"]))
+    write_file(conf / "slurm.conf", lab.slurm_files["slurm.conf"], 0o644)
+    write_file(conf / "cgroup.conf", v1_cgroup_conf(files[f"{d}/cgroup.conf"]), 0o644)
     if f"{d}/gres.conf" in files:
-        _write(conf / "gres.conf", files[f"{d}/gres.conf"])
+        write_file(conf / "gres.conf", files[f"{d}/gres.conf"], 0o644)
     key = next(s for s in lab.bundle.secrets if s.kind in ("slurm.key", "munge.key"))
     if key.kind != "slurm.key":
         raise LabError("the lab's host-mode node supports auth/slurm only")
-    _write(conf / "slurm.key", (lab.lab_dir / "secrets" / key.name / key.key).read_bytes(), 0o600)
+    write_file(conf / "slurm.key", (lab.lab_dir / "secrets" / key.name / key.key).read_bytes(), 0o600)
     groups = create_fence_groups(node, fence, node_gpus)
     index = HOST_INDEX_BASE + sum(1 for p in lab.network.pods.values() if p.index >= HOST_INDEX_BASE)
     box = lab.network.add_pod(node, node, devices=sandbox.fake_gpus(max(node_gpus, default=-1) + 1),

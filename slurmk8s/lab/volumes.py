@@ -17,22 +17,17 @@ from typing import TYPE_CHECKING
 from slurmk8s import material, naming
 from slurmk8s.lab import kubelet
 from slurmk8s.lab.errors import LabError
+from slurmk8s.lab.files import write_file
 from slurmk8s.lab.plan import Pod, Volume, dns_names, workloads
 
 if TYPE_CHECKING:
     from slurmk8s.lab.cluster import Lab
 
 
-def _write_file(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    os.chmod(path, mode)
-
-
 def materialise_secrets(lab: Lab) -> None:
     """The bundle's Secrets with fresh material, as `up` would create them."""
     for s in lab.bundle.secrets:
-        _write_file(lab.lab_dir / "secrets" / s.name / s.key, material.generate(s.kind), 0o600)
+        write_file(lab.lab_dir / "secrets" / s.name / s.key, material.generate(s.kind), 0o600)
 
 
 def materialise_pod(lab: Lab, pod: Pod) -> None:
@@ -108,8 +103,7 @@ def write_projection(target: Path, payload: dict[str, tuple[bytes, int, int | No
             if not (stamp / parent).exists():
                 (stamp / parent).mkdir()
                 os.chmod(stamp / parent, kubelet.NESTED_DIR_MODE)
-        file.write_bytes(data)
-        os.chmod(file, mode)
+        write_file(file, data, mode)
         if owner is not None:
             os.chown(file, owner, -1)
     (target / "..data").symlink_to(stamp.name)
