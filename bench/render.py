@@ -131,8 +131,7 @@ def vs_helm(chart: Path, rounds: int, before: Path | None = None) -> None:
             runs[label] = ([sys.executable, *render_args], env, checkout)
             runs[f"{label} --help"] = ([sys.executable, "-m", "slurmk8s.cli", "--help"], env, checkout)
         runs["python -c pass"] = ([sys.executable, "-c", "pass"], None, ROOT)
-        # One warm-up each: page cache, .pyc files and the dataclass code cache beside them
-        # (slurmk8s/codecache.py), as a user's second run has them.
+        # One warm-up each: page cache and .pyc files, as a user's second run has them.
         for run in runs.values():
             timed(*run)
         times: dict[str, list[float]] = {name: [] for name in runs}

@@ -2,7 +2,7 @@
 kubernetes stays in kube.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
-versions, quantity -> codecache (see LAYERS and docs/architecture.md).
+versions, quantity (see LAYERS and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("slurmk8s.render",)],
     [("slurmk8s.profile",)],
     [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",)],
-    [("slurmk8s.codecache",)],
 ]
 
 

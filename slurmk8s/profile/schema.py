@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import FieldError
 from slurmk8s.profile.kubevalues import FORMATS
 from slurmk8s.quantity import PATTERN as QUANTITY_PATTERN
