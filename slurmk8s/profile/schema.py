@@ -7,20 +7,14 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import jsonschema
 
 from slurmk8s.errors import FieldError
 from slurmk8s.profile.kubevalues import FORMATS
 from slurmk8s.quantity import PATTERN as QUANTITY_PATTERN
-from slurmk8s.profile.schemacheck import surely_valid
 from slurmk8s.profile.yamlpos import Positions, format_path
-
-if TYPE_CHECKING:
-    import jsonschema
-
-# jsonschema (about a third of a render's imports) loads only when a profile may be invalid:
-# schemacheck answers "valid" for the rest with the same rules.
-
 
 @lru_cache(maxsize=1)
 def profile_schema() -> dict[str, Any]:
@@ -32,7 +26,6 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
     """`pattern` with ECMA-262 semantics: Python's `$` would also accept a trailing newline."""
     if not validator.is_type(instance, "string"):
         return
-    import jsonschema
     if not re.search(pattern, instance) or (pattern.endswith("$") and instance.endswith("\n")):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -44,7 +37,6 @@ def _is_integer(checker: Any, instance: Any) -> bool:
 
 def _format_checker() -> jsonschema.FormatChecker:
     """The formats of Kubernetes-side values, checked by the API server's rules (profile.kubevalues)."""
-    import jsonschema
     checker = jsonschema.FormatChecker(formats=())
     for name, problem in FORMATS.items():
         checker.checks(name, raises=ValueError)(_raising(problem))
@@ -62,14 +54,19 @@ def _raising(problem: Any) -> Any:
     return check
 
 
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
-    import jsonschema
-    base = jsonschema.Draft202012Validator
+def _build_validator() -> jsonschema.protocols.Validator:
+    """The validator of the draft the schema names, with ECMA `pattern` and integers that exclude 2.0."""
+    schema = profile_schema()
+    base = jsonschema.validators.validator_for(schema)
     cls = jsonschema.validators.extend(
         base, validators={"pattern": _pattern},
         type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
-    return cls(profile_schema(), format_checker=_format_checker())
+    return cls(schema, format_checker=_format_checker())
+
+
+# Built once per process. The shipped schema is held to its meta-schema by tests/profile/test_schema.py,
+# not at each start: check_schema takes about 0.1 s, as long as the rest of a render.
+VALIDATOR = _build_validator()
 
 
 @dataclass(frozen=True)
@@ -90,18 +87,14 @@ def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
 
 def is_schema_valid(document: Any) -> bool:
     """True when the document has no schema violation at all."""
-    if surely_valid(document, profile_schema()):
-        return True
     try:
-        return next(_validator().iter_errors(document), None) is None
+        return next(VALIDATOR.iter_errors(document), None) is None
     except RecursionError:
         return False
 
 
 def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
     """validate_schema's problems with their raw paths (profile.repair works on those)."""
-    if surely_valid(document, profile_schema()):
-        return []
     found: dict[tuple, list[tuple[jsonschema.ValidationError, SchemaFinding]]] = {}
 
     def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool, missing: str | None = None,
@@ -112,7 +105,7 @@ def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
         found.setdefault(path, []).append((err, finding))
 
     try:
-        found_errors = list(_validator().iter_errors(document))
+        found_errors = list(VALIDATOR.iter_errors(document))
     except RecursionError:  # yamlpos bounds nesting; this keeps a deeper document from a traceback
         return [SchemaFinding((), FieldError(*positions.of(()), "", "nested too deeply to check"))]
     for err in found_errors:
