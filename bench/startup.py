@@ -1,9 +1,10 @@
-"""CPU and wall time of `slurmk8s --help` and of a kind-dev render, each a whole process.
+"""CPU and wall time of `slurmk8s --help`, a kind-dev render and a 10,000-node render, each a whole process.
 
 Run: python bench/startup.py [--rounds N] [EXE ...]. Each EXE is a `slurmk8s` console script (default:
 the one on PATH); give an installed (non-editable) package's, e.g. one built in a venv with
 `pip install --no-deps .`. Several EXEs run interleaved in the same rounds (before/after).
-Goal: under 0.3 s each on an idle 2-core machine. The load average is printed: on a loaded machine
+Goal: under 0.3 s for --help and kind-dev on an idle 2-core machine (the 10,000-node
+profile is bench/render.py's; its goal is 1 s). The load average is printed: on a loaded machine
 CPU time is the steadier figure, wall time is what a user waits.
 """
 
@@ -16,11 +17,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from render import big_profile  # bench/render.py
+
 ROOT = Path(__file__).resolve().parents[1]
-GOAL_S = 0.3
-COMMANDS = {"--help": ["--help"], "render kind-dev": ["render", "profiles/kind-dev.yaml", "-o", "-"]}
+GOALS_S = {"--help": 0.3, "render kind-dev": 0.3, "render 10k nodes": 1.0}
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -42,7 +45,11 @@ def main() -> None:
     # The .pyc files an installed package has (pip compiles them at install), even where the
     # environment says not to write bytecode.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    runs = {(exe, name): [exe, *argv] for exe in exes for name, argv in COMMANDS.items()}
+    big = Path(tempfile.mkdtemp()) / "bench-10k.yaml"
+    big.write_bytes(big_profile())
+    commands = {"--help": ["--help"], "render kind-dev": ["render", "profiles/kind-dev.yaml", "-o", "-"],
+                "render 10k nodes": ["render", str(big), "-o", "-"]}
+    runs = {(exe, name): [exe, *argv] for exe in exes for name, argv in commands.items()}
     for cmd in runs.values():  # warm-up: page cache and bytecode
         timed(cmd, env)
     wall: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
@@ -53,13 +60,15 @@ def main() -> None:
             wall[key].append(w)
             cpu[key].append(c)
     width = max(len(exe) for exe in exes)
-    print(f"{'slurmk8s':<{width}}  {'command':<15}  {'CPU med':>7}  {'CPU min':>7}  {'wall med':>8}  goal")
+    print(f"{'slurmk8s':<{width}}  {'command':<16}  {'CPU med':>7}  {'CPU min':>7}  {'wall med':>8}  goal (CPU)")
     for (exe, name), times in cpu.items():
-        met = "met" if statistics.median(times) < GOAL_S else "MISSED"
-        print(f"{exe:<{width}}  {name:<15}  {statistics.median(times):>7.3f}  {min(times):>7.3f}  "
-              f"{statistics.median(wall[exe, name]):>8.3f}  < {GOAL_S} s CPU: {met}")
+        met = "met" if statistics.median(times) < GOALS_S[name] else "MISSED"
+        print(f"{exe:<{width}}  {name:<16}  {statistics.median(times):>7.3f}  {min(times):>7.3f}  "
+              f"{statistics.median(wall[exe, name]):>8.3f}  < {GOALS_S[name]} s: {met}")
     print(f"{args.rounds} rounds; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
+    big.unlink()
+    big.parent.rmdir()
 
 
 if __name__ == "__main__":
