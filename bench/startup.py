@@ -1,8 +1,8 @@
 """CPU and wall time of `slurmk8s --help`, a kind-dev render and a 10,000-node render, each a whole process.
 
 Run: python bench/startup.py [--rounds N] [EXE ...]. Each EXE is a `slurmk8s` console script (default:
-the one on PATH); give an installed (non-editable) package's, e.g. one built in a venv with
-`pip install --no-deps .`. Several EXEs run interleaved in the same rounds (before/after).
+the one on PATH); give an installed (non-editable) package's, e.g. `python -m venv VENV &&
+VENV/bin/pip install .` and VENV/bin/slurmk8s. Several EXEs run interleaved in the same rounds (before/after).
 Goal: under 0.3 s for --help and kind-dev on an idle 2-core machine (the 10,000-node
 profile is bench/render.py's; its goal is 1 s). The load average is printed: on a loaded machine
 CPU time is the steadier figure, wall time is what a user waits.
