@@ -1,11 +1,11 @@
 """Benchmark the core: a 10,000-node profile through load + validate + render, and CLI start-up.
 
-Run: python bench/render.py [--repeat N]. Prints a table with the targets of issue 2
+Run: python bench/render.py [--repeat N]. Prints a table with the targets
 (render < 1 s and < 200 MB for 10,000 nodes; `slurmk8s --help` < 0.3 s).
 
     python bench/render.py --vs-helm CHART_DIR [--rounds N] [--before OTHER_CHECKOUT]
 
-runs the anchor of issue 17 side by side: `helm template` of Slinky's slurm chart (CHART_DIR,
+runs the comparison side by side: `helm template` of Slinky's slurm chart (CHART_DIR,
 e.g. a copy of SlinkyProject/slurm-operator's helm/slurm; never committed) with 40 NodeSets x 250
 replicas, and `slurmk8s render` of the 40-pool x 250-node profile; each a whole process, the two
 interleaved (order alternating) for N rounds, with `slurmk8s --help` and `python -c pass`;
@@ -131,8 +131,7 @@ def vs_helm(chart: Path, rounds: int, before: Path | None = None) -> None:
             runs[label] = ([sys.executable, *render_args], env, checkout)
             runs[f"{label} --help"] = ([sys.executable, "-m", "slurmk8s.cli", "--help"], env, checkout)
         runs["python -c pass"] = ([sys.executable, "-c", "pass"], None, ROOT)
-        # One warm-up each: page cache, .pyc files and the dataclass code cache beside them
-        # (slurmk8s/codecache.py), as a user's second run has them.
+        # One warm-up each: page cache and .pyc files, as a user's second run has them.
         for run in runs.values():
             timed(*run)
         times: dict[str, list[float]] = {name: [] for name in runs}

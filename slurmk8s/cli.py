@@ -10,10 +10,7 @@ import signal
 import sys
 from typing import Any, Optional
 
-from slurmk8s import codecache
-
-with codecache.caching():  # typer's own dataclasses too
-    import typer
+import typer
 
 from slurmk8s.errors import SlurmK8sError
 
@@ -121,7 +118,7 @@ def _plain_str_coercion() -> None:
     try:
         from typer import _coercion, core
 
-        from slurmk8s.codecache import dataclass
+        from dataclasses import dataclass
         build = core.build_runtime_param
         base = _coercion.RuntimeParam
     except (ImportError, AttributeError):

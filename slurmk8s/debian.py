@@ -13,9 +13,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import SlurmK8sError
 
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")

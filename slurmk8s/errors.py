@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurmk8s.codecache import dataclass
+from dataclasses import dataclass
 
 
 class SlurmK8sError(Exception):

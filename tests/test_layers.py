@@ -1,8 +1,8 @@
-"""The layers of DESIGN.md hold: one ordered list, imports only point down, the pure core does no I/O,
+"""The layers of docs/architecture.md hold: one ordered list, imports only point down, the pure core does no I/O,
 kubernetes stays in kube.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
-versions, quantity -> codecache (see LAYERS and docs/architecture.md).
+versions, quantity (see LAYERS and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ MODULES = {m: i for m, i in ALL_MODULES.items() if not m.startswith(POD_SCRIPTS)
 
 CLI = ("slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology", "slurmk8s.cli_images")
 
-# The one order of the layers, top to bottom (DESIGN.md, docs/architecture.md). A layer holds
+# The one order of the layers, top to bottom (docs/architecture.md). A layer holds
 # units; a unit is a package (or, for the CLI, its modules together). A module imports only its
 # own unit and the layers below its own: never up, never sideways into another unit of its layer.
 LAYERS: list[list[tuple[str, ...]]] = [
@@ -51,7 +51,6 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("slurmk8s.render",)],
     [("slurmk8s.profile",)],
     [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",)],
-    [("slurmk8s.codecache",)],
 ]
 
 

@@ -9,10 +9,10 @@ links, and configless slurmd gets the files pushed by slurmctld on `scontrol rec
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import ClusterError
 from slurmk8s.render import restarts
 from slurmk8s.render.rollout import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen

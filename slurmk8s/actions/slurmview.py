@@ -7,10 +7,8 @@ fields of `status -o json|yaml` (docs/status.md) are tested without a cluster.
 from __future__ import annotations
 
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Callable
-
-from slurmk8s.codecache import dataclass
 
 # sinfo -N prints a node once per partition; %T is the long state with its flags as suffixes.
 SINFO = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]

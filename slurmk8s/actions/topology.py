@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 
 import yaml
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import UsageError
 from slurmk8s.profile.topology import BLOCK, PRESETS, TREE, UNKNOWN_DOMAIN, resolve_keys
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.actions.cluster import Cluster
-from slurmk8s.codecache import dataclass
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from slurmk8s import debian, naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.debian import APT_OPTS, DebianError, SlurmRelease, series_of
 from slurmk8s.errors import UsageError
 from slurmk8s.images import recipes

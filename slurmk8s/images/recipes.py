@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 
 from slurmk8s import naming, versions
-from slurmk8s.codecache import dataclass
 from slurmk8s.debian import SlurmRelease, apt_sources, upstream_version
 
 DEFAULT_REGISTRY = naming.PROJECT_REGISTRY

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj, dig
 from slurmk8s.kube.applyset import DATA_KINDS, ApplySet, bundle_kinds, kinds_of, with_membership

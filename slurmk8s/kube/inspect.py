@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj, dig
 from slurmk8s.kube.ownership import key_of, owned_selector

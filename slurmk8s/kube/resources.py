@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj
 

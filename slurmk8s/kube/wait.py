@@ -7,10 +7,10 @@ websocket-capable API server.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
 from slurmk8s.kube.ownership import owned_selector

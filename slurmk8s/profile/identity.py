@@ -6,9 +6,9 @@ The users of spec.scheduling must be declared here once any user is (docs/users-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULTS
 
 Problem = tuple[tuple, str, bool]

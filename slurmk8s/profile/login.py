@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import value_or_default
 
 

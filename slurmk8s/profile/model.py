@@ -6,9 +6,8 @@ live in the section's module (pools.py, slurm.py, ...); Profile holds them all.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.accounting import Accounting, Storage
 from slurmk8s.profile.login import Login
 from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics

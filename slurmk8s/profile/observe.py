@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from slurmk8s import versions
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 
 Problem = tuple[tuple, str, bool]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, default
 from slurmk8s.profile.slurm import conf_value
 

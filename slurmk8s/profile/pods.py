@@ -3,7 +3,7 @@ priority, labels, annotations)."""
 
 from __future__ import annotations
 
-from slurmk8s.codecache import dataclass
+from dataclasses import dataclass
 
 Problem = tuple[tuple, str, bool]
 

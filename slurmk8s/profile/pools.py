@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 from slurmk8s.quantity import to_bytes, to_mib
 

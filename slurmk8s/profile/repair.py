@@ -12,10 +12,9 @@ Pure; positions and paths stay those of the document as written.
 from __future__ import annotations
 
 import copy
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.schema import SchemaFinding, is_schema_valid, profile_schema, schema_findings
 from slurmk8s.profile.yamlpos import Positions
 

@@ -5,8 +5,8 @@ Pools are sized by their Slurm node shape (cpus, memory); these are the fixed da
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULTS
 from slurmk8s.quantity import parse_quantity
 

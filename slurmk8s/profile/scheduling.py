@@ -8,8 +8,8 @@ preempt.html, qos.html, sacctmgr.html.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default, value_or_default
 
 Problem = tuple[tuple, str, bool]

@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slurmk8s.codecache import dataclass
+import jsonschema
+
 from slurmk8s.errors import FieldError
 from slurmk8s.profile.kubevalues import FORMATS
 from slurmk8s.quantity import PATTERN as QUANTITY_PATTERN
-from slurmk8s.profile.schemacheck import surely_valid
 from slurmk8s.profile.yamlpos import Positions, format_path
-
-if TYPE_CHECKING:
-    import jsonschema
-
-# jsonschema (about a third of a render's imports) loads only when a profile may be invalid:
-# schemacheck answers "valid" for the rest with the same rules.
-
 
 @lru_cache(maxsize=1)
 def profile_schema() -> dict[str, Any]:
@@ -32,7 +27,6 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
     """`pattern` with ECMA-262 semantics: Python's `$` would also accept a trailing newline."""
     if not validator.is_type(instance, "string"):
         return
-    import jsonschema
     if not re.search(pattern, instance) or (pattern.endswith("$") and instance.endswith("\n")):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -44,7 +38,6 @@ def _is_integer(checker: Any, instance: Any) -> bool:
 
 def _format_checker() -> jsonschema.FormatChecker:
     """The formats of Kubernetes-side values, checked by the API server's rules (profile.kubevalues)."""
-    import jsonschema
     checker = jsonschema.FormatChecker(formats=())
     for name, problem in FORMATS.items():
         checker.checks(name, raises=ValueError)(_raising(problem))
@@ -62,14 +55,19 @@ def _raising(problem: Any) -> Any:
     return check
 
 
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
-    import jsonschema
-    base = jsonschema.Draft202012Validator
+def _build_validator() -> jsonschema.protocols.Validator:
+    """The validator of the draft the schema names, with ECMA `pattern` and integers that exclude 2.0."""
+    schema = profile_schema()
+    base = jsonschema.validators.validator_for(schema)
     cls = jsonschema.validators.extend(
         base, validators={"pattern": _pattern},
         type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
-    return cls(profile_schema(), format_checker=_format_checker())
+    return cls(schema, format_checker=_format_checker())
+
+
+# Built once per process. The shipped schema is held to its meta-schema by tests/profile/test_schema.py,
+# not at each start: check_schema takes about 0.1 s, as long as the rest of a render.
+VALIDATOR = _build_validator()
 
 
 @dataclass(frozen=True)
@@ -90,50 +88,47 @@ def validate_schema(document: Any, positions: Positions) -> list[FieldError]:
 
 def is_schema_valid(document: Any) -> bool:
     """True when the document has no schema violation at all."""
-    if surely_valid(document, profile_schema()):
-        return True
     try:
-        return next(_validator().iter_errors(document), None) is None
+        return next(VALIDATOR.iter_errors(document), None) is None
     except RecursionError:
         return False
 
 
 def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
     """validate_schema's problems with their raw paths (profile.repair works on those)."""
-    if surely_valid(document, profile_schema()):
-        return []
     found: dict[tuple, list[tuple[jsonschema.ValidationError, SchemaFinding]]] = {}
 
     def add(err: jsonschema.ValidationError, path: tuple, message: str, key: bool, missing: str | None = None,
             unknown: bool = False) -> None:
-        sub = _resolve(err.schema.get("properties", {}).get(missing, {})) if missing else None
+        sub = _resolve(_properties(err).get(missing, {})) if missing else None
         finding = SchemaFinding(path, FieldError(*positions.of(path, key=key), format_path(path), message), missing,
                                 sub, unknown)
         found.setdefault(path, []).append((err, finding))
 
     try:
-        found_errors = list(_validator().iter_errors(document))
+        found_errors = list(VALIDATOR.iter_errors(document))
     except RecursionError:  # yamlpos bounds nesting; this keeps a deeper document from a traceback
         return [SchemaFinding((), FieldError(*positions.of(()), "", "nested too deeply to check"))]
     for err in found_errors:
         path = tuple(err.absolute_path)
+        value: Any = err.validator_value  # its type follows the keyword (err.validator)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            allowed = sorted(err.schema.get("properties", {}))
+            allowed = sorted(_properties(err))
             hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
-            for extra in sorted(k for k in err.instance if k not in err.schema.get("properties", {})):
+            for extra in sorted(k for k in err.instance if k not in _properties(err)):
                 add(err, path + (extra,), f"unknown field{hint}", True, unknown=True)
         elif err.validator == "required" and isinstance(err.instance, dict):
             # jsonschema yields one error per missing key; each carries the whole list.
-            for missing in err.validator_value:
+            for missing in value:
                 if missing not in err.instance:
                     add(err, path, f"missing required field '{missing}'", False, missing)
         elif "propertyNames" in err.schema_path:
             if err.validator == "format" and err.cause is not None:
                 words = str(err.cause)
             elif err.validator == "pattern":
-                words = f"expected {_pattern_words(err.validator_value)} as a key, found {err.instance!r}"
+                words = f"expected {_pattern_words(value)} as a key, found {err.instance!r}"
             elif err.validator == "maxLength":  # a label key over 317 characters, say (found by the fuzz campaign)
-                words = f"key {describe_value(err.instance)} is longer than {err.validator_value} characters"
+                words = f"key {describe_value(err.instance)} is longer than {value} characters"
             else:
                 words = f"key {describe_value(err.instance)}: {err.message}"
             add(err, path + (err.instance,), words, True)
@@ -147,6 +142,11 @@ def schema_findings(document: Any, positions: Positions) -> list[SchemaFinding]:
         too_long = [f for e, f in items if e.validator == "maxLength"]
         findings += typed or too_long or [f for _, f in items]
     return findings
+
+
+def _properties(err: jsonschema.ValidationError) -> Mapping[str, Any]:
+    """The `properties` of the failing subschema (every subschema of the profile schema is a mapping)."""
+    return err.schema.get("properties", {}) if isinstance(err.schema, Mapping) else {}
 
 
 def _resolve(sub: dict) -> dict:
@@ -220,33 +220,35 @@ def _short(value: Any, limit: int = 60) -> str:
 
 def _word(err: jsonschema.ValidationError) -> str:
     """A message for one schema error (path and position are added by the caller)."""
-    v, inst = err.validator, err.instance
+    v = err.validator
+    inst: Any = err.instance
+    value: Any = err.validator_value  # its type follows the keyword (v)
     if v == "type":
-        wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-        want = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
+        wanted = value if isinstance(value, list) else [value]
+        want = " or ".join(_TYPE_WORDS.get(w) or str(w) for w in wanted)
         msg = f"expected {want}, found {describe_value(inst)}"
         if isinstance(inst, float) and "string" in wanted:
             msg += " (quote it: YAML reads 22.05 as a number)"
         return msg
     if v == "enum":
-        return f"{describe_value(inst)} is not one of: {', '.join(str(o) for o in err.validator_value)}"
+        return f"{describe_value(inst)} is not one of: {', '.join(str(o) for o in value)}"
     if v == "const":
-        return f"expected {err.validator_value!r}, found {describe_value(inst)}"
+        return f"expected {value!r}, found {describe_value(inst)}"
     if v == "pattern":
-        return f"expected {_pattern_words(err.validator_value)}, found {_short(inst)}"
+        return f"expected {_pattern_words(value)}, found {_short(inst)}"
     if v == "format" and err.cause is not None:
         return str(err.cause)
-    if v == "maxProperties" and set(err.schema.get("properties", {})) == {"embedded", "external"}:
+    if v == "maxProperties" and set(_properties(err)) == {"embedded", "external"}:
         return "choose one of 'embedded' or 'external', not both"
     if v == "minItems":
-        return f"expected at least {err.validator_value} item(s), found {len(inst)}"
+        return f"expected at least {value} item(s), found {len(inst)}"
     if v == "maxItems":
-        return f"expected at most {err.validator_value} item(s), found {len(inst)}"
+        return f"expected at most {value} item(s), found {len(inst)}"
     if v == "maxLength":
-        return f"{_short(inst)} is {len(inst)} characters long; the maximum is {err.validator_value}"
+        return f"{_short(inst)} is {len(inst)} characters long; the maximum is {value}"
     if v == "minLength":
-        return "must not be empty" if err.validator_value == 1 else \
-            f"{_short(inst)} is shorter than {err.validator_value} characters"
+        return "must not be empty" if value == 1 else \
+            f"{_short(inst)} is shorter than {value} characters"
     if v in ("maximum", "minimum"):
-        return f"{_short(inst)} is {'greater' if v == 'maximum' else 'less'} than the {v} of {err.validator_value}"
+        return f"{_short(inst)} is {'greater' if v == 'maximum' else 'less'} than the {v} of {value}"
     return err.message

@@ -8,9 +8,9 @@ shape into the plan both sides are generated from.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 from slurmk8s.quantity import from_mib, to_mib
 

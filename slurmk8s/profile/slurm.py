@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slurmk8s import naming, versions
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
 
 if TYPE_CHECKING:  # the section is part of Profile: no import cycle at run time

@@ -11,10 +11,10 @@ are listed, so each leaf owns one contiguous range of every pool it holds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from slurmk8s import naming, versions
-from slurmk8s.codecache import dataclass
 
 Problem = tuple[tuple, str, bool]
 

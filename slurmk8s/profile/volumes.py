@@ -5,8 +5,8 @@ The model, its loading from the schema-valid document and the section's cross-fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULTS
 
 Problem = tuple[tuple, str, bool]

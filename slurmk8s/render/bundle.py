@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-
-from slurmk8s.codecache import dataclass
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ generated from this one plan, so the two schedulers are told complementary thing
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.sidebyside import HOST, NodeShape, format_cpulist
 from slurmk8s.quantity import from_mib

@@ -11,10 +11,10 @@ slurmctld, so Argo CD may start them together.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from slurmk8s import naming
-from slurmk8s.codecache import dataclass
 
 SECRETS = "secrets"  # `up` creates the bundle's RequiredSecrets in this stage
 OTHER = "services, claims, policies"  # every kind no other row names

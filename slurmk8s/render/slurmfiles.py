@@ -5,17 +5,11 @@ Templates only lay out what these functions precompute (StrictUndefined).
 
 from __future__ import annotations
 
-import hashlib
-from functools import lru_cache
-from importlib import resources
-from typing import TYPE_CHECKING, Any
+import jinja2
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import compiled_templates, fence, jobdefaults, topology
-
-if TYPE_CHECKING:
-    import jinja2
+from slurmk8s.render import fence, jobdefaults, topology
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 HEALTH_DIR = "/opt/slurmk8s/health"  # each pool pod mounts its pool's HealthCheckProgram here (render/k8s/health.py)
@@ -24,35 +18,19 @@ JWT_KEY_PATH = "/etc/slurm/jwt_hs256.key"
 SLURM_KEY_PATH = "/etc/slurm/slurm.key"
 
 
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    import jinja2  # only for a template changed since tools/compile_templates.py ran (see _render)
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("slurmk8s.render", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
-@lru_cache(maxsize=None)
-def _compiled(template: str) -> Any:
-    """The template's plain-Python form (render/compiled_templates.py) while its file has the digest it was
-    compiled from; else None: Jinja renders it. Importing and compiling Jinja is about a tenth of a large render."""
-    entry = compiled_templates.TEMPLATES.get(template)
-    if entry is None:
-        return None
-    text = resources.files("slurmk8s.render").joinpath(f"templates/{template}").read_bytes()
-    return entry[1] if hashlib.sha256(text).hexdigest() == entry[0] else None
+# One Environment per process: it keeps each template it compiles.
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("slurmk8s.render", "templates"),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
 
 
 def _render(template: str, **data: object) -> str:
-    compiled = _compiled(template)
-    if compiled is not None:
-        return compiled(data)
-    return _env().get_template(template).render(**data)
+    return ENV.get_template(template).render(**data)
 
 
 def mem_spec_limit_mib(pool: Pool) -> int:

@@ -7,9 +7,9 @@ and runs them as StatefulSet <cluster>-<pool>-<leaf>, pod i being node offset_j 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from slurmk8s import naming, versions
-from slurmk8s.codecache import dataclass
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.profile.topology import BLOCK, ROOT_SWITCH, TREE, Domain, Topology, default_block_sizes
 

@@ -248,6 +248,7 @@ def _status(pid: int) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
 
 
+@pytest.mark.lab
 def test_a_process_runs_as_its_identity_and_exec_joins_it_as_the_same(net):
     pod = net.add_pod("u", "pod-u")
     # uid 401 with groups 401 and 4242, SETUID (bit 7) and NET_BIND_SERVICE (bit 10) in its bounding set
@@ -262,6 +263,7 @@ def test_a_process_runs_as_its_identity_and_exec_joins_it_as_the_same(net):
     assert done.stdout.split() == ["401", "401", "4242", "CapBnd:", f"{1 << 7 | 1 << 10:016x}", "NoNewPrivs:", "1"]
 
 
+@pytest.mark.lab
 def test_root_keeps_exactly_its_capability_set_effective(net):
     pod = net.add_pod("r", "pod-r")
     who = {"uid": 0, "gid": 0, "groups": [0], "caps": [0, 10], "no_new_privs": False}
@@ -286,6 +288,7 @@ def _tiny_image(top: Path) -> tuple[Path, list[Bind]]:
     return image, [Bind(Path(p).resolve(), f"/usr/{Path(p).resolve().name}", readonly=True) for p in ("/lib", "/lib64")]
 
 
+@pytest.mark.lab
 def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_path):
     image, mounts = _tiny_image(tmp_path)
     pod = net.add_pod("l", "pod-l")
@@ -298,6 +301,7 @@ def test_writes_land_in_the_container_s_own_layer_never_in_the_image(net, tmp_pa
     assert pod.exec_in(["cat", "/etc/motd"], proc=first).stdout == "changed\n"
 
 
+@pytest.mark.lab
 def test_an_unprivileged_container_gets_read_only_sys_and_cgroups_and_a_minimal_dev(net, tmp_path):
     image, libs = _tiny_image(tmp_path)
     pod = net.add_pod("s", "pod-s", devices=fake_gpus(1))

@@ -1,21 +1,17 @@
 """Golden trees: `render -o DIR` of each example profile equals tests/golden/<profile>/ byte for byte.
 
-Refresh deliberately with `pytest tests/render/test_golden.py --update-golden` and review the diff
-(it also rewrites render/compiled_templates.py from the templates: tools/compile_templates.py).
+Refresh deliberately with `pytest tests/render/test_golden.py --update-golden` and review the diff.
 """
 
 from __future__ import annotations
 
 import difflib
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from slurmk8s.actions.render import render_to
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -28,7 +24,6 @@ def test_render_matches_golden_tree(example_profile: Path, tmp_path: Path, updat
     render_to(str(example_profile), str(out))
     golden = GOLDEN / example_profile.stem
     if update_golden:
-        subprocess.run([sys.executable, str(TOOLS / "compile_templates.py")], check=True)  # the templates' Python form
         shutil.rmtree(golden, ignore_errors=True)
         shutil.copytree(out, golden)
     want, got = tree(golden), tree(out)

@@ -15,7 +15,10 @@ import threading
 import urllib.parse
 from pathlib import Path
 
+import pytest
+
 from slurmk8s.actions.render import render_file
+from slurmk8s.render import rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
@@ -92,7 +95,7 @@ class Cluster:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def run_hook(tmp_path: Path, cluster: Cluster) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_hook(tmp_path: Path, cluster: Cluster, reconfigure_timeout: int = 30) -> tuple[subprocess.CompletedProcess, list[str]]:
     configmap = next(h for h in render_file(KIND_DEV).hooks if h["kind"] == "ConfigMap"
                      and h["metadata"]["name"] == "dev-rollout")
     hook, sa, bin_dir = tmp_path / "hook", tmp_path / "sa", tmp_path / "bin"
@@ -102,7 +105,7 @@ def run_hook(tmp_path: Path, cluster: Cluster) -> tuple[subprocess.CompletedProc
         if name == "kubeapi.py":
             text = text.replace('SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"', f'SA_DIR = "{sa}"')
         if name == "settings.json":
-            text = json.dumps({**json.loads(text), "reconfigureTimeout": 30})
+            text = json.dumps({**json.loads(text), "reconfigureTimeout": reconfigure_timeout})
         (hook / name).write_text(text)
     (sa / "token").write_text(TOKEN)
     (sa / "namespace").write_text("slurm")
@@ -135,8 +138,28 @@ def test_the_hook_reconfigures_once_slurmctld_sees_the_synced_files(tmp_path: Pa
 
 
 def test_the_hook_fails_the_sync_when_slurmctld_never_sees_them(tmp_path: Path) -> None:
+    """The process end to end, on a 1 s deadline (the timing itself is the fake-clock test below)."""
     cluster = Cluster(tmp_path, [hashlib.sha256(b"old").hexdigest()])
-    done, slurm_calls = run_hook(tmp_path, cluster)
+    done, slurm_calls = run_hook(tmp_path, cluster, reconfigure_timeout=1)
     assert done.returncode == 1
     assert slurm_calls == []
-    assert "the controller did not see the new Slurm config within 30 s" in done.stderr
+    assert "the controller did not see the new Slurm config within 1 s" in done.stderr
+
+
+def test_the_wait_for_the_synced_files_gives_up_at_its_deadline_on_a_fake_clock() -> None:
+    now = [0.0]
+    polls: list[float] = []
+    nudged: list[str] = []
+
+    def seen() -> str:
+        polls.append(now[0])
+        return "old-digest"
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(rollout.ReconfigureStopped, match="within 30 s"):
+        rollout.reconfigure_when_seen("new-digest", ["dev-controller-0"], lambda pod, value: nudged.append(pod),
+                                      seen, lambda argv: pytest.fail(f"ran {argv}"), lambda: now[0], sleep, 30)
+    assert nudged == ["dev-controller-0"]
+    assert polls == [float(s) for s in range(0, 31, 2)]  # every 2 s until 30 s have passed, then no more

@@ -19,16 +19,15 @@ import shlex
 from functools import lru_cache
 from importlib import resources
 
-from slurmk8s import codecache, naming
+from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes, sackd_sidecar,
     volume_config,
 )
-with codecache.caching():  # shipped as source, it takes the plain dataclass: its code cached here
-    from slurmk8s.render.sacctmgr import (
-        AccountState, QosState, Tree, UserAssoc, fresh_tree, plan_accounts, slurm_minutes, tree_to_json,
-    )
+from slurmk8s.render.sacctmgr import (
+    AccountState, QosState, Tree, UserAssoc, fresh_tree, plan_accounts, slurm_minutes, tree_to_json,
+)
 
 ENV_TREE = "SLURMK8S_ACCOUNTS"
 BACKOFF_LIMIT = 6

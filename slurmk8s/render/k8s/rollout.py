@@ -13,10 +13,9 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from slurmk8s import codecache, naming
+from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
-with codecache.caching():  # shipped as source, it takes the plain dataclass: its code cached here
-    from slurmk8s.render import rollout
+from slurmk8s.render import rollout
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
     role_binding, sackd_sidecar, service_account, volume_config,
