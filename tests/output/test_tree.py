@@ -298,7 +298,8 @@ def test_a_filesystem_mounted_inside_the_output_is_refused_before_any_change(ren
     data.mkdir()
     source = tmp_path / "elsewhere"
     source.mkdir()
-    mount = ["mount", "-t", "tmpfs", "tmpfs", str(data)] if kind == "tmpfs" else ["mount", "--bind", str(source), str(data)]
+    mount = ["mount", "-t", "tmpfs", "tmpfs"] if kind == "tmpfs" else ["mount", "--bind", str(source)]
+    mount.append(str(data))
     subprocess.run(mount, check=True)
     try:
         (data / "important.txt").write_text("PRECIOUS\n")
@@ -316,6 +317,27 @@ def test_a_filesystem_mounted_inside_the_output_is_refused_before_any_change(ren
         assert (source / "important.txt").read_text() == "PRECIOUS\n"
     run = slurmk8s("render", str(KIND_DEV), "-o", str(rendered))
     assert run.returncode == 0, run.stderr
+
+
+def test_a_leftover_staging_directory_with_a_mount_inside_is_not_emptied(rendered: Path, tmp_path: Path) -> None:
+    """What the old code left behind (the mount moved into its staging directory): every later render then
+    emptied it again and failed with EBUSY. Now: one line, the mount and its files untouched."""
+    needs_root()
+    leftover = tmp_path / f".out.slurmk8s-new-{os.getpid()}-0123abcd"
+    (leftover / "data").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(leftover / "data")], check=True)
+    try:
+        (leftover / "data" / "important.txt").write_text("PRECIOUS\n")
+        assert one_line(slurmk8s("render", str(KIND_DEV), "-o", str(rendered)), 2) == (
+            f"{leftover}: left by an earlier render, with a filesystem mounted inside it; unmount it and move out "
+            "what you keep, then render again")
+        assert (leftover / "data" / "important.txt").read_text() == "PRECIOUS\n"
+    finally:
+        for point in mounts_below(tmp_path):
+            subprocess.run(["umount", point], check=True)
+    run = slurmk8s("render", str(KIND_DEV), "-o", str(rendered))
+    assert run.returncode == 0, run.stderr
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize("line", ["MYNOTES.md", f"{'0' * 64}  MYNOTES.md"], ids=["bare-path", "made-up-digest"])
@@ -380,6 +402,7 @@ def test_a_render_as_root_keeps_the_users_owner_group_mode_and_acls(rendered: Pa
     acl = posix_acl((0x01, 7, none), (0x02, 5, 5678), (0x04, 5, none), (0x10, 5, none), (0x20, 0, none))
     os.setxattr(docs, "system.posix_acl_access", acl)
     os.setxattr(docs, "system.posix_acl_default", acl)
+    os.setxattr(rendered, "system.posix_acl_access", acl)
 
     def described(path: Path) -> tuple:
         info = os.lstat(path)
@@ -388,6 +411,7 @@ def test_a_render_as_root_keeps_the_users_owner_group_mode_and_acls(rendered: Pa
         return info.st_uid, info.st_gid, oct(info.st_mode), acls
 
     before = {p: described(rendered / p) for p in ["", "docs", "docs/deep", "docs/deep/a.md", "link"]}
+    assert before[""][3] and before["docs"][3]  # the ACLs took
     run = slurmk8s("render", str(GPU_IB), "-o", str(rendered))
     assert run.returncode == 0, run.stderr
     assert {p: described(rendered / p) for p in before} == before
@@ -398,7 +422,8 @@ def test_a_render_as_root_keeps_the_users_owner_group_mode_and_acls(rendered: Pa
 def test_nested_renders_take_turns(rendered: Path, tmp_path: Path) -> None:
     """`render a -o nest & render b -o nest/sub` once both exited 0 and left a partial nest/sub: the inner render
     swapped its tree into the old nest, which the outer one then dropped."""
-    hold = "real = tree._fill\ndef held(*a):\n    print('LOCKED', flush=True); sys.stdin.readline(); real(*a)\ntree._fill = held\n"
+    hold = ("real = tree._fill\ndef held(*a):\n    print('LOCKED', flush=True); sys.stdin.readline(); real(*a)\n"
+            "tree._fill = held\n")
     for outer_first in (True, False):
         held_args, waiting_args = ([str(GPU_IB), "-o", str(rendered)], [str(KIND_DEV), "-o", str(rendered / "sub")])
         if not outer_first:
@@ -455,7 +480,8 @@ def test_bad_output_paths_are_one_line(tmp_path: Path, case: str) -> None:
     }[case]
     drop = DROP_DAC if os.geteuid() == 0 else []
     run = subprocess.run([*drop, sys.executable, "-m", "slurmk8s.cli", "render", str(KIND_DEV), "-o", out],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": CODE})
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": CODE})
     assert one_line(run, code) == message
     os.chmod(tmp_path / "noperm", 0o700)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop1", "loop2", "noperm"]
