@@ -83,6 +83,10 @@ def render(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
     from slurmk8s.actions.render import FORMATS, render_to
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; available: {', '.join(FORMATS)}", param_hint="--format")
+    if output.lower() in ("yaml", "yml", "json"):  # kubectl's -o takes a format: never a directory made by mistake
+        from slurmk8s.errors import UsageError
+        raise UsageError(f"-o {output}: a format's name, not a directory; did you mean -o - (one YAML stream) or "
+                         f"--format ({'|'.join(FORMATS)})? For a directory of that name write -o ./{output}")
     written = render_to(profile, output, fmt, repo_url=repo_url, revision=revision, repo_path=repo_path)
     if output != "-":
         typer.echo(f"wrote {len(written)} files to {output}")

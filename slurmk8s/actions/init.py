@@ -7,7 +7,9 @@ complete the profile as it is typed. `slurmk8s schema` prints the same schema fo
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -83,12 +85,14 @@ def write_schema_beside(profile: Path) -> Path | None:
     target = profile.parent / SCHEMA_FILE
     text = schema_text()
     if os.path.lexists(target):
+        if not stat.S_ISREG(os.lstat(target).st_mode):  # a link, a FIFO (reading it would hang): not ours
+            return None
         try:
             current = target.read_text(encoding="utf-8")
             ours = json.loads(current).get("$id") == json.loads(text)["$id"]
         except (OSError, ValueError, AttributeError):
             return None
-        if not ours or target.is_symlink():
+        if not ours:
             return None
         if current == text:
             return target
@@ -97,18 +101,17 @@ def write_schema_beside(profile: Path) -> Path | None:
 
 
 def write_starter(path: str, force: bool = False) -> list[Path]:
-    """Write the starter profile and its schema (the profile to stdout for '-'); refuse to overwrite unless forced."""
+    """Write the starter profile and its schema (the profile to stdout for '-'); refuse to overwrite unless forced,
+    and refuse anything but a regular file (or a link to one) even then."""
     if path == "-":
         from slurmk8s.actions.render import write_stdout
         write_stdout(STARTER, "the starter profile")
         return []
     p = Path(path)
-    if os.path.lexists(p) and not force:  # a dangling symlink counts: writing would create its target
-        raise UsageError(f"{p}: already exists (use --force to overwrite)")
-    if p.is_dir():
-        raise UsageError(f"{p}: is a directory; give the profile's file name, e.g. {p / 'profile.yaml'}")
-    if not p.parent.is_dir():
-        raise UsageError(f"{p}: directory {p.parent} does not exist (create it first)")
+    try:
+        _check_starter_path(path, p, force)
+    except OSError as e:
+        raise _path_error(p, e, "cannot write the starter profile") from None
     try:
         _write_new(p, STARTER, replace=force)
     except FileExistsError:
@@ -120,6 +123,40 @@ def write_starter(path: str, force: bool = False) -> list[Path]:
     except OSError as e:
         raise OutputError(f"{p.parent / SCHEMA_FILE}: cannot write the profile's JSON Schema: {e.strerror or e}") from None
     return [p] + ([schema] if schema else [])
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
+def _check_starter_path(path: str, p: Path, force: bool) -> None:
+    """Refuse a directory, an existing file unless forced, and with --force anything but a regular file: the
+    rename that writes the profile would turn a device or a FIFO (/dev/null, say) into a plain file."""
+    if p.is_dir():
+        raise UsageError(f"{p}: is a directory; give the profile's file name, e.g. {p / 'profile.yaml'}")
+    if path.endswith("/"):  # Path drops the slash: newdir/ would become a file named newdir
+        raise UsageError(f"{path}: names a directory; give the profile's file name, e.g. {p / 'profile.yaml'}")
+    if os.path.lexists(p):  # a dangling symlink counts: writing would create its target
+        if not force:
+            raise UsageError(f"{p}: already exists (use --force to overwrite)")
+        try:
+            mode = os.stat(p).st_mode
+        except FileNotFoundError:
+            raise UsageError(f"{p}: a symbolic link to nothing; --force replaces only a regular file") from None
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise UsageError(f"{p}: {kind}; --force replaces only a regular file (or a link to one)")
+    if not p.parent.is_dir():
+        raise UsageError(f"{p}: directory {p.parent} does not exist (create it first)")
+
+
+def _path_error(p: Path, e: OSError, doing: str) -> Exception:
+    """One line for a path the system refuses: a permission is a runtime error (1), a bad name is usage (2)."""
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return OutputError(f"{p}: {doing}: {e.strerror}")
+    if e.errno == errno.ELOOP:
+        return UsageError(f"{p}: a loop of symbolic links")
+    return UsageError(f"{p}: {e.strerror or e}")
 
 
 def _write_new(p: Path, text: str, replace: bool) -> None:
