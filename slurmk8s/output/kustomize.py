@@ -1,7 +1,11 @@
 """The kustomize output: the plain tree plus a kustomization.yaml listing the manifests in apply order.
 
-It also holds the bundle's hooks (the Job applying the account tree) after everything else: a
-GitOps tool applies it with the rest, and `up`, which does that work itself, never reads this tree.
+It also holds the bundle's hooks (the upgrade check, the rollout and the Job applying the account
+tree) after everything else: a GitOps tool applies them with the rest, and `up`, which does that work
+itself, never reads this tree. Without hooks (plain `kubectl apply -k`, Flux) a finished Job must stay:
+a Job the TTL controller removed is one the next apply or Flux reconcile creates and runs again, so
+this format's Jobs carry no ttlSecondsAfterFinished. Their names change with their input
+(render/k8s/common.py named_by_content), so a new input is a new Job and the same input never reruns.
 """
 
 from __future__ import annotations
@@ -23,11 +27,22 @@ def build_kustomization(objects: list[dict] | tuple[dict, ...]) -> dict:
     }
 
 
+def kept_when_finished(obj: dict) -> dict:
+    """A Job without ttlSecondsAfterFinished: applied as a plain object, it must not be removed and rerun."""
+    if obj["kind"] != "Job" or "ttlSecondsAfterFinished" not in obj["spec"]:
+        return obj
+    return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "ttlSecondsAfterFinished"}}
+
+
 def kustomize_tree(bundle: Bundle, objects: list[dict] | tuple[dict, ...] | None = None,
                    hooks: list[dict] | tuple[dict, ...] | None = None) -> dict[str, str]:
-    """Relative path -> content: the plain tree (of objects and hooks, the bundle's by default) and kustomization.yaml."""
+    """Relative path -> content: the plain tree (of objects and hooks) and kustomization.yaml.
+
+    By default the bundle's objects, and its hooks as plain Jobs kept when finished; a tool with hooks
+    of its own (Argo CD) passes its hook objects.
+    """
     objects = bundle.objects if objects is None else tuple(objects)
-    hooks = bundle.hooks if hooks is None else tuple(hooks)
+    hooks = tuple(kept_when_finished(h) for h in bundle.hooks) if hooks is None else tuple(hooks)
     tree = plain_tree(bundle)
     tree.update({object_filename(o): dump(o) for o in tuple(objects) + tuple(hooks)})
     tree[KUSTOMIZATION] = dump(build_kustomization(tuple(objects) + tuple(hooks)))

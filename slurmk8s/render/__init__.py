@@ -13,7 +13,7 @@ from slurmk8s.render.k8s import (
 )
 from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
-from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
+from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
 from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings, slurmd_start_files
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
@@ -147,6 +147,7 @@ def render(profile: Profile) -> Bundle:
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
         hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
                   for h in k8s_rollout.build_hooks_rollout(profile, templates, files)]
+    hooks = [named_by_content(h) for h in hooks]
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:

@@ -11,7 +11,7 @@ import yaml
 
 from slurmk8s.actions.render import build_tree, render_file
 from crdschema import validate_custom_resource
-from slurmk8s.output.kustomize import KUSTOMIZATION
+from slurmk8s.output.kustomize import KUSTOMIZATION, kept_when_finished
 from slurmk8s.output.plain import plain_tree, write_tree
 
 KUBECTL = shutil.which("kubectl")
@@ -43,4 +43,16 @@ def test_kubectl_kustomize_reproduces_the_plain_objects_in_order(example_profile
     run = subprocess.run([KUBECTL, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     built = [d for d in yaml.safe_load_all(run.stdout) if d is not None]
-    assert built == list(bundle.objects) + list(bundle.hooks)
+    assert built == list(bundle.objects) + [kept_when_finished(h) for h in bundle.hooks]
+
+
+def test_the_jobs_stay_when_finished_so_flux_never_reruns_the_same_input(example_profile: Path) -> None:
+    """A TTL-removed Job is one Flux (or the next `kubectl apply -k`) creates and runs again (issue 24 item 10)."""
+    bundle = render_file(example_profile)
+    tree = build_tree(bundle, "kustomize")
+    for hook in bundle.hooks:
+        if hook["kind"] == "Job":
+            assert "ttlSecondsAfterFinished" in hook["spec"]  # Helm and Argo CD hooks keep theirs
+            job = yaml.safe_load(tree[f"manifests/job-{hook['metadata']['name']}.yaml"])
+            assert "ttlSecondsAfterFinished" not in job["spec"]
+            assert job == kept_when_finished(hook)
