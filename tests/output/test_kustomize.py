@@ -71,3 +71,21 @@ def test_the_jobs_stay_when_finished_so_flux_never_reruns_the_same_input(example
             job = yaml.safe_load(tree[f"{hook_stage(hook)}/job-{hook['metadata']['name']}.yaml"])
             assert "ttlSecondsAfterFinished" not in job["spec"]
             assert job == kept_when_finished(hook)
+
+
+def test_the_flux_and_kubectl_recipes_in_gitops_md_name_the_stages_the_tree_has() -> None:
+    """docs/gitops.md: three Flux Kustomizations (check, cluster, Jobs) chained by dependsOn, and the kubectl steps."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gitops.md").read_text()
+    flux = doc.split("### Without hooks: Flux", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    kustomizations = list(yaml.safe_load_all(flux))
+    tree = build_tree(render_file(Path(__file__).resolve().parents[2] / "profiles" / "kind-dev.yaml"), "kustomize")
+    paths = [k["spec"]["path"].removeprefix("./clusters/dev/") for k in kustomizations]
+    assert paths == [BEFORE_SYNC, CLUSTER, AFTER_SYNC]
+    assert all(f"{p}/{KUSTOMIZATION}" in tree for p in paths)
+    names = [k["metadata"]["name"] for k in kustomizations]
+    assert [k["spec"].get("dependsOn") for k in kustomizations] == [None, [{"name": names[0]}], [{"name": names[1]}]]
+    jobs = [k for k in kustomizations if k["spec"]["path"].endswith("sync")]
+    assert all(k["spec"]["wait"] and k["spec"]["force"] for k in jobs)
+    steps = doc.split("### Without hooks: plain kubectl", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    applied = [line.split(" -k DIR/", 1)[1] for line in steps.splitlines() if " -k DIR/" in line]
+    assert applied == paths
