@@ -14,6 +14,13 @@ subjects and the pods' DNS search domains); the chart ships no Namespace (`helm 
 `slurmk8s down` does (the chart holds no Secret: `slurmk8s secrets create` makes them); `global` is
 allowed in the values so the chart works as a subchart; NOTES.txt says how to log in.
 
+Day 2 under Helm: an elastic pool's replicas belong to Slurm's power saving (and KEDA) once it runs,
+so on every later install or upgrade the template keeps the live StatefulSet's count (`lookup`,
+held to minReplicas..maxReplicas as `up` does); the value only sizes the first install. Names come
+from the profile, not the release name (Slurm's own config names every host): the chart fails,
+before anything is written, when its objects already belong to another release or to `slurmk8s
+up`, so two releases of one profile in one namespace never share objects (templates/_slurmk8s.tpl).
+
 The chart version is 0.1.0+<12 hex digits of sha256 over the chart's content>: deterministic, it
 changes exactly when the rendered chart changes, and as semver build metadata it never claims an
 ordering between two renderings (the profile in git carries the history).
@@ -43,6 +50,9 @@ KEPT_KINDS = ("PersistentVolumeClaim", "Secret")
 HOOK_ANNOTATIONS = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
 PRE_HOOK_ANNOTATIONS = {**HOOK_ANNOTATIONS, "helm.sh/hook": "pre-install,pre-upgrade"}  # marked naming.HOOK_BEFORE_SYNC
 _SENTINEL_BASE = "__helm_value"
+HELPERS = "templates/_slurmk8s.tpl"
+# Helm's own ownership annotation on every object it installed.
+ANNOTATION_RELEASE_NAME = "meta.helm.sh/release-name"
 # Containers whose resources are Slurm node sizes (slurm.conf) are never exposed.
 _NODE_COMPONENTS = (naming.WORKER,)
 
@@ -139,6 +149,46 @@ def _in_release_namespace(obj: dict, bundle: Bundle, t: _Templater) -> dict:
     return obj
 
 
+def _replicas(obj: dict, pool: str) -> str:
+    """The replicas expression of a pool: the value; for an elastic pool, the live count once it runs."""
+    value = _value("pools", pool, "replicas")
+    elastic = naming.elastic_range(obj)
+    if elastic is None:
+        return value
+    low, high = elastic
+    return (f'{{{{ include "slurmk8s.replicas" (dict "ctx" . "name" {json.dumps(obj["metadata"]["name"])} '
+            f'"min" {low} "max" {high} "value" (index .Values.pools {json.dumps(pool)} "replicas")) }}}}')
+
+
+def helpers(bundle: Bundle) -> str:
+    """templates/_slurmk8s.tpl: the elastic pools' live replicas and the one-release-per-profile guard."""
+    owned_by = naming.config_map(bundle.cluster)
+    return f"""{{{{- /* An elastic pool's size belongs to Slurm's power saving (and KEDA) once it runs: keep the live
+count, held to minReplicas..maxReplicas as `slurmk8s up` does; .Values sizes the first install.
+(`helm template` and `helm lint` see no cluster, so they print the value.) */ -}}}}
+{{{{- define "slurmk8s.replicas" -}}}}
+{{{{- $live := lookup "apps/v1" "StatefulSet" .ctx.Release.Namespace .name -}}}}
+{{{{- if and $live $live.spec -}}}}
+{{{{- max .min (min .max (int $live.spec.replicas)) -}}}}
+{{{{- else -}}}}
+{{{{- toJson .value -}}}}
+{{{{- end -}}}}
+{{{{- end -}}}}
+
+{{{{- /* Names come from the slurmk8s profile ({bundle.cluster}), not from the release name: a second release of
+this profile in one namespace would share every object. Refuse it before anything, hooks included, is written. */ -}}}}
+{{{{- define "slurmk8s.one-release" -}}}}
+{{{{- $cm := lookup "v1" "ConfigMap" .Release.Namespace {json.dumps(owned_by)} -}}}}
+{{{{- if $cm -}}}}
+{{{{- $owner := index ($cm.metadata.annotations | default dict) {json.dumps(ANNOTATION_RELEASE_NAME)} | default "" -}}}}
+{{{{- if ne $owner .Release.Name -}}}}
+{{{{- fail (printf "ConfigMap %s/{owned_by} exists and belongs to %s, not to release %q: the names of this chart come from the slurmk8s profile (cluster {bundle.cluster}), so one namespace holds one release of it; upgrade that release, or install into another namespace" .Release.Namespace (ternary (printf "release %q" $owner) "no Helm release (slurmk8s up?)" (ne $owner "")) .Release.Name) -}}}}
+{{{{- end -}}}}
+{{{{- end -}}}}
+{{{{- end -}}}}
+"""
+
+
 def _template_object(obj: dict, t: _Templater) -> dict:
     """A copy of obj whose pool replicas, images and safe resources read .Values."""
     if obj["kind"] not in naming.WORKLOAD_KINDS:
@@ -147,7 +197,7 @@ def _template_object(obj: dict, t: _Templater) -> dict:
     spec = dict(obj["spec"])
     pool = _pool_of(obj)
     if pool is not None:
-        spec["replicas"] = t.hole(_value("pools", pool, "replicas"))
+        spec["replicas"] = t.hole(_replicas(obj, pool))
     pod = dict(spec["template"]["spec"])
     main_image = pod["containers"][0]["image"]
     image = t.hole(_value("workloads", name, "image"))
@@ -207,7 +257,9 @@ def values_schema(bundle: Bundle, values: dict[str, Any]) -> dict[str, Any]:
 
 def notes(bundle: Bundle) -> str:
     """templates/NOTES.txt: what Helm prints after install and upgrade (a template: the namespace is the release's)."""
-    lines = [f"Slurm cluster {bundle.cluster} in namespace {RELEASE_NAMESPACE}.", ""]
+    lines = [f"Slurm cluster {bundle.cluster} in namespace {RELEASE_NAMESPACE}.",
+             f"Its objects are named after the cluster of the slurmk8s profile ({bundle.cluster}-*), not after the",
+             "release name: one release of this chart per namespace.", ""]
     if bundle.secrets:
         names = ", ".join(s.name for s in bundle.secrets)
         lines += [f"Its pods need the Secrets {names} in this namespace (the chart never holds key material).",
@@ -216,6 +268,34 @@ def notes(bundle: Bundle) -> str:
                   "and SECRETS.txt beside the chart's source lists their keys for any other way.", ""]
     lines += login_hint(bundle, RELEASE_NAMESPACE)
     return "\n".join(lines) + "\n"
+
+
+def readme(bundle: Bundle) -> str:
+    """README.md of the chart (`helm show readme`): where the names come from, and what upgrade keeps."""
+    elastic = [o["metadata"]["name"] for o in bundle.objects if naming.elastic_range(o)]
+    lines = [f"# {chart_name(bundle)}", "",
+             f"Slurm cluster `{bundle.cluster}`, rendered by slurmk8s from its profile. Do not edit: change the",
+             "profile and render again (`slurmk8s render PROFILE -o DIR --format helm`).", "",
+             "## Names come from the profile, not from the release",
+             "",
+             f"Every object is named after the profile's cluster (`{bundle.cluster}-*`): Slurm's own configuration",
+             "names each host, so the release name changes nothing, and there is no `nameOverride` or",
+             "`fullnameOverride`. Install one release per namespace, under any release name:",
+             "",
+             "```sh",
+             f"helm install {bundle.cluster} . -n NAMESPACE --create-namespace",
+             "```",
+             "",
+             "A second release of this chart in a namespace that already holds one fails before anything is",
+             f"written (ConfigMap `{naming.config_map(bundle.cluster)}` belongs to the first). For a second cluster,",
+             "give the profile another `metadata.name` and render another chart.", ""]
+    if elastic:
+        lines += ["## Elastic pools keep their size on upgrade", "",
+                  "Slurm's power saving (and KEDA) scale " + ", ".join(f"`{n}`" for n in elastic) + ". After the",
+                  "first install, `helm upgrade` keeps each one's live replicas (within its minReplicas..maxReplicas);",
+                  "`pools.<pool>.replicas` only sizes the first install. Scale one by hand with",
+                  "`slurmk8s scale PROFILE POOL N`.", ""]
+    return "\n".join(lines)
 
 
 def helm_tree(bundle: Bundle) -> dict[str, str]:
@@ -233,11 +313,14 @@ def helm_tree(bundle: Bundle) -> dict[str, str]:
             {**hook["metadata"].get("annotations", {}), **(PRE_HOOK_ANNOTATIONS if before else HOOK_ANNOTATIONS)}.items()))}}
         tree["templates/" + object_filename(hook).removeprefix("manifests/")] = \
             templater.text(_in_release_namespace(hooked, bundle, templater))
+    tree[HELPERS] = helpers(bundle)
+    tree["README.md"] = readme(bundle)
     values = chart_values(bundle)
     tree["values.yaml"] = ("# Only what can change without desynchronising Slurm; everything else comes from the\n"
                            "# slurmk8s profile (change it and re-render). Limits: values.schema.json.\n") + dump(values)
     tree["values.schema.json"] = json.dumps(values_schema(bundle, values), indent=2) + "\n"
-    tree["templates/NOTES.txt"] = notes(bundle)
+    # Helm renders NOTES.txt with the objects, before any hook or object is written: the guard fails there.
+    tree["templates/NOTES.txt"] = '{{- include "slurmk8s.one-release" . }}\n' + notes(bundle)
     tree[".helmignore"] = f"SECRETS.txt\n{MARKER}\n"
     if bundle.secrets:
         tree["SECRETS.txt"] = secrets_notice(bundle)

@@ -13,8 +13,8 @@ from slurmk8s.render.k8s import (
 )
 from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
-from slurmk8s.render.k8s.common import auth_key_name, config_hash, service_account
-from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings
+from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
+from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings, slurmd_start_files
 from slurmk8s.render.slurmfiles import render_slurm_files, render_slurmdbd_conf
 
 __all__ = ["Bundle", "RequiredSecret", "render"]
@@ -63,8 +63,7 @@ def render(profile: Profile) -> Bundle:
     # reaches the running daemons with `scontrol reconfigure` (`up` runs it).
     conf, version = files["slurm.conf"], profile.version
     users = identity_map["data"] if identity_map else None
-    # Files other than slurm.conf and topology are read at start (cgroup.conf, gres.conf, scripts).
-    start_files = {k: v for k, v in files.items() if k not in ("slurm.conf", "topology.conf", "topology.yaml")}
+    start_files = slurmd_start_files(files)  # cgroup.conf, gres.conf without node indices, scripts
     client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, users)
     slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, users)
     controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, users)
@@ -148,6 +147,7 @@ def render(profile: Profile) -> Bundle:
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
         hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
                   for h in k8s_rollout.build_hooks_rollout(profile, templates, files)]
+    hooks = [named_by_content(h) for h in hooks]
     _refuse_name_collisions(profile, objects + hooks)
     out_files = dict(files)
     if dbd_conf:

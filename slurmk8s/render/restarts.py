@@ -8,6 +8,8 @@ topology reaches the running daemons in place. Source: slurm.conf(5), whose entr
 
 from __future__ import annotations
 
+import re
+
 from slurmk8s import versions
 
 CONTROLLER, SLURMD, CLIENT = "slurmctld", "slurmd", "client"
@@ -62,6 +64,24 @@ def restart_settings(slurm_conf: str, daemon: str, version: str) -> list[str]:
     if daemon == CONTROLLER and not adds_nodes_in_place(version):
         lines += [f"NodeName={n}" for n in node_names(slurm_conf)]
     return lines
+
+
+# Files slurmd reads, and Slurm re-reads on reconfigure: they are no start input of a pod.
+LIVE_FILES = ("slurm.conf", "topology.conf", "topology.yaml")
+# `NodeName=<pool>-[0-63]` / `<pool>-7`: the hostlist's index part, which a pool's maxReplicas sets.
+_NODE_INDEX = re.compile(r"^(NodeName=\S+)-(?:\[[0-9,-]+\]|[0-9]+)(?=\s|$)")
+
+
+def slurmd_start_files(files: dict[str, str]) -> dict[str, str]:
+    """The files a slurmd pod reads only at start (its hash input): cgroup.conf, gres.conf, scripts.
+
+    gres.conf goes in without its node indices: a pool's node count changes no running node's
+    devices, and a new node reads the file when it starts, so raising maxReplicas restarts no pod.
+    """
+    out = {k: v for k, v in files.items() if k not in LIVE_FILES}
+    if "gres.conf" in out:
+        out["gres.conf"] = "\n".join(_NODE_INDEX.sub(r"\1", line) for line in out["gres.conf"].splitlines())
+    return out
 
 
 def restart_reasons(old_conf: str, new_conf: str, daemon: str, version: str) -> list[str]:

@@ -22,14 +22,20 @@ DRAIN_REASON = "slurmk8s: pod stopping"
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory) -> tuple[Cluster, Path]:
-    """kind-dev (local images) up on its own kind cluster; down with its data at the end."""
-    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("dev") / "kind-dev.yaml")
+def kind() -> Cluster:
+    """The module's own kind cluster, removed at the end."""
     with kind_cluster("slurmk8s-reconfig", REPO / "kind-configs" / "dev.yaml") as cluster:
-        up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
-        assert "cluster dev is ready" in up.stdout
-        yield cluster, profile
-        cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def dev(kind: Cluster, tmp_path_factory) -> tuple[Cluster, Path]:
+    """kind-dev (local images) up on the module's kind cluster; down with its data at the end."""
+    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("dev") / "kind-dev.yaml")
+    up = kind.slurmk8s("up", str(profile), "--timeout", "900")
+    assert "cluster dev is ready" in up.stdout
+    yield kind, profile
+    kind.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
 
 
 def login(cluster: Cluster, *command: str, check: bool = True) -> str:
@@ -202,3 +208,59 @@ def test_the_pre_sync_hook_refuses_a_downgrade_and_passes_the_running_release(de
     assert job_outcome(cluster, refused["metadata"]["name"], 300) == "failed"
     assert job_pod_message(cluster, refused["metadata"]["name"]) == (
         "spec.slurm.version: Slurm 26.05 -> 25.11 is a downgrade, which Slurm does not support; nothing was synced")
+
+
+# --- Helm: a real release of the rendered chart (docs/gitops.md#helm) ------------------------------------
+
+HELM_NAMESPACE = "slurm-helm"  # apart from the `up` cluster in NAMESPACE
+
+
+def test_helm_upgrade_keeps_a_burst_pools_size_and_a_second_release_is_refused(kind: Cluster, tmp_path: Path) -> None:
+    """Item 8 and 9 of issue 24: `helm upgrade` does not put an elastic pool back to the values' count after a
+    burst scaled it, and a second release of the chart in the namespace fails before writing anything.
+
+    Hooks are off for the upgrade part (its Jobs wait for a running Slurm, which needs the Secrets this
+    namespace lacks); the pods may stay pending: only the StatefulSet's replicas are under test.
+    """
+    import shutil
+
+    from slurmk8s.actions.render import build_tree, render_file
+    from slurmk8s.output.plain import write_tree
+
+    from tests.e2e.conftest import run, tool_env
+
+    helm_bin = shutil.which("helm")
+    assert helm_bin, "helm not on PATH: bash tools/install-helm.sh"
+    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path / "kind-dev.yaml")
+    chart = tmp_path / "chart"
+    write_tree(build_tree(render_file(str(profile)), "helm"), chart)
+    env = {**tool_env(), "KUBECONFIG": kind.kubeconfig}
+
+    def helm(*args: str, check: bool = True):
+        return run(helm_bin, *args, env=env, check=check, timeout=300)
+
+    def replicas() -> int:
+        return int(kind.jsonpath("-n", HELM_NAMESPACE, "get", "statefulset", "dev-cpu", path="{.spec.replicas}"))
+
+    try:
+        helm("install", "dev", str(chart), "-n", HELM_NAMESPACE, "--create-namespace", "--no-hooks",
+             "--set", "pools.cpu.replicas=1")
+        assert replicas() == 1
+        # A burst, as slurmctld's ResumeProgram scales a pool: a merge patch of statefulsets/scale.
+        kind.kubectl("-n", HELM_NAMESPACE, "patch", "statefulset", "dev-cpu", "--subresource=scale",
+                     "--type=merge", "-p", '{"spec": {"replicas": 3}}', "--field-manager=slurmk8s-power")
+        assert replicas() == 3
+        upgrade = helm("upgrade", "dev", str(chart), "-n", HELM_NAMESPACE, "--no-hooks", "--set", "pools.cpu.replicas=1",
+                       "--set", "workloads.dev-login.resources.sshd.limits.memory=300Mi", check=False)
+        assert upgrade.returncode == 0, upgrade.stderr
+        assert replicas() == 3, "helm upgrade reset the pool a burst had scaled"
+        # A second release of the same profile into the same namespace: refused at render time, hooks included.
+        other = helm("install", "other", str(chart), "-n", HELM_NAMESPACE, check=False)
+        assert other.returncode != 0
+        assert f'ConfigMap {HELM_NAMESPACE}/dev-slurm-config exists and belongs to release "dev", not to release "other"' \
+            in other.stderr, other.stderr
+        assert kind.jsonpath("-n", HELM_NAMESPACE, "get", "jobs", path="{.items[*].metadata.name}").strip() == ""
+        assert helm("list", "-n", HELM_NAMESPACE, "-q").stdout.split() == ["dev"]
+    finally:
+        helm("uninstall", "dev", "-n", HELM_NAMESPACE, "--wait", check=False)
+        kind.kubectl("delete", "namespace", HELM_NAMESPACE, "--wait=true", "--timeout=300s", check=False, timeout=360)

@@ -225,6 +225,7 @@ def test_the_account_tree_job_is_a_post_sync_hook(tmp_path: Path) -> None:
     assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook"] == "PostSync"
     assert hooks[0]["metadata"]["annotations"]["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
     tree = argocd(bundle)
-    assert f"manifests/job-{hooks[0]['metadata']['name']}.yaml" in yaml.safe_load(tree["kustomization.yaml"])["resources"]
+    assert "hooks/after-sync" in yaml.safe_load(tree["kustomization.yaml"])["resources"]
+    assert f"job-{hooks[0]['metadata']['name']}.yaml" in yaml.safe_load(tree["hooks/after-sync/kustomization.yaml"])["resources"]
     # a profile without an account tree has no account Job (only the rollout's hook)
     assert not [h for h in render_file(ROOT / "profiles" / "kind-dev.yaml").hooks if "-accounts-" in h["metadata"]["name"]]

@@ -213,3 +213,37 @@ def test_the_account_job_is_a_post_install_hook(tmp_path: Path) -> None:
     pod = jobs[0]["spec"]["template"]["spec"]
     assert pod["containers"][0]["command"][:2] == ["python3", "-c"]
     assert "research-slurmd.other.svc.cluster.local" in pod["dnsConfig"]["searches"]
+
+
+def test_an_elastic_pool_keeps_its_live_replicas_and_a_fixed_pool_takes_the_value(tmp_path: Path) -> None:
+    """`helm upgrade` must not put a power-saved or KEDA-scaled pool back to the values' count (issue 24 item 8)."""
+    gpu = build_tree(render_file(ROOT / "profiles" / "gpu-ib.yaml"), "helm")
+    h100 = gpu["templates/statefulset-research-h100.yaml"]  # minReplicas 0, maxReplicas 64
+    assert ('replicas: {{ include "slurmk8s.replicas" (dict "ctx" . "name" "research-h100" "min" 0 "max" 64 '
+            '"value" (index .Values.pools "h100" "replicas")) }}\n') in h100
+    helpers = gpu["templates/_slurmk8s.tpl"]
+    assert 'lookup "apps/v1" "StatefulSet" .ctx.Release.Namespace .name' in helpers
+    assert "max .min (min .max (int $live.spec.replicas))" in helpers  # held to the range, as `up` does
+    fixed = build_tree(render_file(ROOT / "profiles" / "legacy-munge.yaml"), "helm")  # min = max: not elastic
+    assert 'replicas: {{ toJson (index .Values.pools "cpu" "replicas") }}\n' in fixed["templates/statefulset-legacy-cpu.yaml"]
+
+
+def test_the_chart_says_its_names_come_from_the_profile() -> None:
+    tree = build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm")
+    assert "named after the cluster of the slurmk8s profile (dev-*), not after the" in tree["templates/NOTES.txt"]
+    assert tree["templates/NOTES.txt"].startswith('{{- include "slurmk8s.one-release" . }}\n')
+    readme = tree["README.md"]
+    assert "## Names come from the profile, not from the release" in readme
+    assert "`helm upgrade` keeps each one's live replicas" in readme
+    assert 'lookup "v1" "ConfigMap" .Release.Namespace "dev-slurm-config"' in tree["templates/_slurmk8s.tpl"]
+
+
+@needs_helm
+@pytest.mark.parametrize("release", ["dev", "anything"])
+def test_without_a_cluster_any_release_name_renders_the_profiles_objects(tmp_path: Path, release: str) -> None:
+    """No cluster, no live object: the guard passes and replicas are the values' (helm template, lint, CI)."""
+    write_tree(build_tree(render_file(ROOT / "profiles" / "kind-dev.yaml"), "helm"), tmp_path)
+    run = helm("template", release, str(tmp_path), "-n", "slurm", "--set", "pools.cpu.replicas=3")
+    assert run.returncode == 0, run.stderr
+    sts = {o["metadata"]["name"]: o for o in yaml.safe_load_all(run.stdout) if o and o["kind"] == "StatefulSet"}
+    assert sts["dev-cpu"]["spec"]["replicas"] == 3

@@ -107,3 +107,84 @@ def test_the_controller_reads_the_live_configmap_through_links(tmp_path):
     assert {"name": "slurm-config", "mountPath": "/mnt/slurm-config", "readOnly": True} in slurmctld["volumeMounts"]
     script = pod["initContainers"][0]["command"][2]
     assert "ln -sfn /mnt/slurm-config/$f /etc/slurm/$f" in script and "cp /mnt/slurm-config" not in script
+
+
+# Which pod templates a one-field profile change replaces. A changed template replaces every pod of its
+# workload (a drain-first rollout of a whole pool), so only what a running pod cannot take in place may
+# reach it: render/restarts.py for slurm.conf keys, and the start-time inputs (users, images, pod spec).
+GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
+TOPOLOGY = ROOT / "profiles" / "kind-topology.yaml"
+LEGACY = ROOT / "profiles" / "legacy-munge.yaml"  # Slurm 22.05
+R = "StatefulSet/research-"
+GPU_POOLS = {R + "h100", R + "a100"}
+CLIENTS = {R + "login", R + "accounting", "Deployment/research-restapi"}
+EVERY_SLURM_POD = GPU_POOLS | CLIENTS | {R + "controller"}
+
+
+def _pool(spec, name):
+    return next(p for p in spec["pools"] if p["name"] == name)
+
+
+def _leaf(spec, name):
+    return next(c for d in spec["topology"]["domains"] for c in d.get("children", []) if c["name"] == name)
+
+
+FIELD_CHANGES = [
+    # (id, profile, change of spec, templates that change)
+    ("maxReplicas", GPU_IB, lambda s: _pool(s, "h100").update(maxReplicas=72), set()),
+    ("maxReplicas-down", GPU_IB, lambda s: _pool(s, "a100").update(maxReplicas=8), set()),
+    ("replicas", GPU_IB, lambda s: _pool(s, "h100").update(replicas=5), set()),
+    ("minReplicas", GPU_IB, lambda s: _pool(s, "h100").update(minReplicas=1), set()),
+    ("features", GPU_IB, lambda s: _pool(s, "h100").update(features=["h100", "ib", "nvl"]), set()),
+    ("partition-maxTime", GPU_IB, lambda s: s["partitions"][0].update(maxTime="3-00:00:00"), set()),
+    ("partition-config", GPU_IB, lambda s: s["partitions"][1]["config"].update(PriorityTier=3), set()),
+    ("partition-added", GPU_IB, lambda s: s["partitions"].append({"name": "a100", "pools": ["a100"]}), set()),
+    ("qos", GPU_IB, lambda s: s["scheduling"]["qos"].append({"name": "debug", "priority": 5}), set()),
+    ("accounts", GPU_IB, lambda s: s["scheduling"]["accounts"].append({"name": "bio", "fairshare": 5}), set()),
+    ("account-users", GPU_IB, lambda s: s["scheduling"]["accounts"][1]["users"].append("lin"), set()),
+    ("users-defaultAccount", GPU_IB, lambda s: s["scheduling"]["users"][0].update(defaultAccount="physics"), set()),
+    ("priority-weights", GPU_IB, lambda s: s["scheduling"]["priority"]["weights"].update(fairshare=5), set()),
+    ("power-saving", GPU_IB, lambda s: s.update(powerSaving={"suspendTime": 900}), set()),
+    # Before 23.11 a changed node set needs slurmctld restarted (render/restarts.py): it and only it.
+    ("maxReplicas-22.05", LEGACY, lambda s: _pool(s, "cpu").update(maxReplicas=6), {"StatefulSet/legacy-controller"}),
+    ("topology-last-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-b1")["slots"].update(cpu=2),
+                                                      _pool(s, "cpu").update(maxReplicas=5)), set()),
+    # Pod i of a later leaf becomes another Slurm node (its first node moves): a new identity.
+    ("topology-first-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-a1")["slots"].update(cpu=3),
+                                                       _pool(s, "cpu").update(maxReplicas=5)),
+     {"StatefulSet/topo-cpu-subblock-a2", "StatefulSet/topo-cpu-subblock-b1"}),
+    # What pods read only at start, or their pod spec: meant to restart, and only those pods.
+    ("ssh-keys", GPU_IB, lambda s: s["login"]["authorizedKeys"].append(
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYZ ops@example.org"), {R + "login"}),
+    ("identity-users", GPU_IB, lambda s: s["identity"]["users"].append({"name": "zoe", "uid": 2005}), EVERY_SLURM_POD),
+    ("gpu-type", GPU_IB, lambda s: _pool(s, "a100")["gpus"].update(type="a100x"), GPU_POOLS),  # gres.conf
+    ("tolerations", GPU_IB, lambda s: _pool(s, "a100").update(tolerations=[{"key": "x", "operator": "Exists"}]),
+     {R + "a100"}),
+    ("pool-health-check", GPU_IB, lambda s: _pool(s, "a100")["healthChecks"][0].update(command="true"), {R + "a100"}),
+    ("image-tag", GPU_IB, lambda s: s["slurm"].update(images={"tag": "26.05.9-debian12"}), EVERY_SLURM_POD),
+]
+
+
+def _changed_templates(tmp_path, source, change) -> set[str]:
+    before = templates(rendered(tmp_path, source=source))
+    after = templates(rendered(tmp_path, lambda p: change(p["spec"]), source))
+    assert set(before) == set(after)
+    return {ref for ref in before if before[ref] != after[ref]}
+
+
+@pytest.mark.parametrize(("source", "change", "expected"), [c[1:] for c in FIELD_CHANGES], ids=[c[0] for c in FIELD_CHANGES])
+def test_a_profile_field_changes_only_the_pod_templates_that_must_restart(tmp_path, source, change, expected):
+    assert _changed_templates(tmp_path, source, change) == expected
+
+
+# spec.slurm.config keys that the profile lets through, against render/restarts.py's own list.
+@pytest.mark.parametrize(("key", "value"), [("MaxJobCount", "20000"), ("MpiDefault", "pmix"),
+                                            ("SelectTypeParameters", "CR_Core"), ("SwitchType", "switch/none")],
+                         ids=lambda v: v)
+def test_a_slurm_config_key_restarts_what_restarts_py_says(tmp_path, key, value):
+    daemons = restarts.RESTART_KEYS.get(key.lower(), frozenset())
+    expected = (GPU_POOLS if restarts.SLURMD in daemons else set()) | (CLIENTS if restarts.CLIENT in daemons else set())
+    if restarts.CONTROLLER in daemons:
+        expected.add(R + "controller")
+    changed = _changed_templates(tmp_path, GPU_IB, lambda s: s["slurm"].setdefault("config", {}).update({key: value}))
+    assert changed == expected

@@ -139,8 +139,9 @@ def test_statefulsets_match_their_leaf_counts_and_affinity_names_exactly_their_d
             assert {e["key"]: e["values"] for e in term["matchExpressions"]} == {k: [v] for k, v in wanted.items()}
             assert all(e["operator"] == "In" for e in term["matchExpressions"])
             # The pods' hostnames are the NodeHostnames of exactly this leaf's Slurm nodes.
-            notes = sts["spec"]["template"]["metadata"]["annotations"]
+            notes = sts["metadata"]["annotations"]
             nodes = expand(notes[naming.ANNOTATION_NODE_NAMES])
+            assert naming.ANNOTATION_NODE_NAMES not in sts["spec"]["template"]["metadata"]["annotations"]
             assert set(nodes) <= set(file_leaves[leaf])
             first = int(notes[naming.ANNOTATION_FIRST_NODE])
             assert nodes == [naming.slurm_node_name(pool, first + i) for i in range(len(nodes))]

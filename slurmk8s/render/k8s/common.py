@@ -40,6 +40,27 @@ def config_hash(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+# The GitOps Jobs, by component: their names carry a digest of what they run (naming.*_job).
+_JOB_NAMES = {naming.ACCOUNTS: naming.accounts_job, naming.ROLLOUT: naming.rollout_job,
+              naming.UPGRADE_CHECK: naming.upgrade_check_job}
+
+
+def named_by_content(obj: Obj) -> Obj:
+    """A GitOps Job renamed by its finished spec too (pod settings and scan annotations come last).
+
+    A Job's pod template cannot change in place: a changed Job under the same name fails `kubectl
+    apply`, and one that never changes name never runs again. So the name changes with anything the
+    Job runs (its builder's digest covers the ConfigMap it mounts and what it acts on) and stays the
+    same otherwise, so a re-sync of the same input finds the finished Job and leaves it.
+    """
+    if obj["kind"] != "Job":
+        return obj
+    labels = obj["metadata"]["labels"]
+    name = _JOB_NAMES[labels[naming.LABEL_COMPONENT]](labels[naming.LABEL_INSTANCE],
+                                                     config_hash(obj["metadata"]["name"], obj["spec"]))
+    return {**obj, "metadata": {**obj["metadata"], "name": name}}
+
+
 def auth_key_name(profile: Profile) -> str:
     return "slurm.key" if profile.auth == "slurm" else "munge.key"
 

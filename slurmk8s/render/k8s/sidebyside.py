@@ -84,12 +84,13 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
     pod["initContainers"] = [_guaranteed(c) for c in pod["initContainers"]]
     labels = {**naming.selector_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name}
     template_meta: Obj = {"labels": {**naming.object_labels(profile.name, naming.WORKER), LABEL_SHAPE: s.name},
-                          "annotations": {naming.ANNOTATION_CONFIG_HASH: config_hash,
-                                          naming.ANNOTATION_NODE_NAMES: ",".join(s.nodes)}}
+                          "annotations": {naming.ANNOTATION_CONFIG_HASH: config_hash}}
+    # The shape's Slurm nodes on the DaemonSet itself, as on a pool's StatefulSet (render/k8s/workers.py).
+    metadata = meta(profile, name, naming.WORKER, annotations={naming.ANNOTATION_NODE_NAMES: ",".join(s.nodes)})
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": meta(profile, name, naming.WORKER),
+        "metadata": metadata,
         "spec": {
             "selector": {"matchLabels": labels},
             # A changed template replaces no pod by itself: `slurmk8s rollout` (and `up`) drains each node first.

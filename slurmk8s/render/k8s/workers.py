@@ -127,21 +127,23 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
                    [init_config_container(profile, image, spool_script() + home_script(profile, POOLS),
                                           spool_init_mounts() + profile_mounts, config=CONFIG_FETCHED)],
                    volumes, extra)
-    annotations = {
-        naming.ANNOTATION_CONFIG_HASH: config_hash,
-        naming.ANNOTATION_NODE_NAMES: segment.node_names,
-    }
+    # Only what a running pod must restart for goes on the pod template: a changed template replaces
+    # every pod of the pool. The node names and the elastic range are the StatefulSet's own facts.
+    annotations = {naming.ANNOTATION_CONFIG_HASH: config_hash}
     if segment.domain is not None:
-        annotations[naming.ANNOTATION_FIRST_NODE] = str(segment.offset)  # pod i is Slurm node <pool>-<first + i>
+        # Pod i is Slurm node <pool>-<first + i>: a changed first node is a new identity for every pod.
+        annotations[naming.ANNOTATION_FIRST_NODE] = str(segment.offset)
     if pool.rdma and pool.rdma.networks:
         annotations[naming.ANNOTATION_MULTUS] = ",".join(pool.rdma.networks)
     if gres_of(pool):
         annotations[naming.ANNOTATION_GRES] = gres_of(pool)
     sts = statefulset(profile, name, naming.WORKER, segment.replicas, naming.nodes_service(profile.name), pod,
                       annotations, pool=pool.name, parallel=True)
-    # The elastic range, for `scale`, the lab and reviewers: Slurm knows max_replicas nodes.
+    # The elastic range and the Slurm nodes, for `scale`, the lab and reviewers: Slurm knows max_replicas
+    # nodes. Kept off the pod template, so raising maxReplicas reaches Slurm in place and replaces no pod.
     sts["metadata"]["annotations"] = {naming.ANNOTATION_MAX_REPLICAS: str(segment.slots),
-                                      naming.ANNOTATION_MIN_REPLICAS: str(segment.min_replicas)}
+                                      naming.ANNOTATION_MIN_REPLICAS: str(segment.min_replicas),
+                                      naming.ANNOTATION_NODE_NAMES: segment.node_names}
     if segment.domain is not None:
         # Per-leaf StatefulSets of one pool must not select each other's pods.
         for labels in (sts["metadata"]["labels"], sts["spec"]["selector"]["matchLabels"],
