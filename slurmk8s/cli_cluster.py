@@ -6,9 +6,12 @@ start without it.
 
 import math
 import re
+import sys
 from typing import Any, Callable, Optional
 
 import typer
+
+from slurmk8s.errors import SlurmK8sError
 
 KUBECONFIG_HELP = "Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)."
 CONTEXT_HELP = "Kubeconfig context (default: the current context)."
@@ -52,6 +55,16 @@ def _check_output(output: str) -> str:
     if output not in ("text", "json", "yaml"):
         raise typer.BadParameter(f"{output!r}: choose text, json or yaml", param_hint="-o/--output")
     return output
+
+
+DIFF_CHANGES = 1  # kubectl diff: 0 no differences, 1 differences, >1 an error
+DIFF_ERROR = 3  # 2 stays a bad profile or command line, as everywhere
+
+
+class DiffFailed(SlurmK8sError):
+    """`diff` could not tell (the cluster unreachable, a request refused, its output not written)."""
+
+    exit_code = DIFF_ERROR
 
 
 def _stderr(line: str) -> None:
@@ -132,16 +145,23 @@ def register(app: typer.Typer) -> None:
              output: str = _output_option(),
              timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
-        """Show what `up` would change, as unified diffs (server-side dry run). Exit 0: no changes, 1: changes."""
+        """Show what `up` would change, as unified diffs (server-side dry run).
+
+        Exit status, as kubectl diff's: 0 nothing would change, 1 something would, 2 a bad profile or
+        command line, 3 the cluster could not be asked (unreachable, forbidden) or the diff not written."""
         from slurmk8s.actions.diff import run_diff
         _check_output(output)
         plans = []
-        _run(verbose, lambda: plans.append(run_diff(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
-                                                    echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
+        try:
+            _run(verbose, lambda: plans.append(run_diff(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout),
+                                                        echo=typer.echo, timeout=timeout, output=output, note=_stderr)))
+            sys.stdout.flush()  # a diff that cannot be written is an error (3), not "changes" (1)
+        except SlurmK8sError as e:
+            if e.exit_code == DIFF_CHANGES:  # exit 1 means "changes" here: an error must not say so
+                raise DiffFailed(str(e)) from e
+            raise
         if plans[0].changed:
-            # kubectl diff's convention: 1 means "there are differences". SystemExit, not typer.Exit: it leaves
-            # the process with its code however the app is invoked (main() runs typer without standalone mode).
-            raise SystemExit(1)
+            raise typer.Exit(DIFF_CHANGES)
 
     @app.command()
     def status(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),

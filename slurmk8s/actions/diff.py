@@ -63,7 +63,7 @@ def plan_document(plan, bundle, cluster) -> dict[str, Any]:
         if not c.ref.startswith("Secret/"):
             entry.update(live=c.before, applied=c.after)
         changes.append(entry)
-    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
+    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.context, "server": cluster.host,
             "changed": plan.changed, "counts": {a: plan.count(a) for a in ACTIONS}, "changes": changes}
 
 

@@ -23,7 +23,7 @@ def format_status(status) -> str:
 
 def status_document(status, bundle, cluster, view=None) -> dict:
     """`status -o json|yaml`: the same sections, plus whether the cluster is healthy and why not (docs/status.md)."""
-    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
+    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.context, "server": cluster.host,
             "healthy": not status.problems, "problems": list(status.problems),
             "objects": [{"ref": o.ref, "kind": o.ref.split("/", 1)[0], "name": o.ref.split("/", 1)[1], "state": o.state}
                         for o in status.objects],

@@ -122,3 +122,60 @@ def test_help_and_render_never_import_the_kubernetes_client():
     result = subprocess.run([sys.executable, "-c", probe, KIND_DEV], capture_output=True, text=True, timeout=60)
     assert "kind: StatefulSet" in result.stdout  # render really ran
     assert result.stderr.strip().splitlines()[-1] == "CLEAN"
+
+
+def closed_port_kubeconfig(tmp_path, stub) -> tuple[str, int]:
+    """A kubeconfig for 127.0.0.1 on a port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    stub._server.server_address = ("127.0.0.1", port)
+    return str(stub.write_kubeconfig(tmp_path / "dead")), port
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_diff_exits_3_when_the_api_is_unreachable_not_1_as_for_changes(tmp_path, stub, output):
+    """kubectl diff's convention: 0 no changes, 1 changes, >1 an error; a CI drift check must not fire on an outage."""
+    kubeconfig, port = closed_port_kubeconfig(tmp_path, stub)
+    result = slurmk8s("diff", KIND_DEV, "--kubeconfig", kubeconfig, "-o", output)
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(f"cannot reach the Kubernetes API at http://127.0.0.1:{port} "
+                                                           f"(context stub of {kubeconfig}): connection refused")
+
+
+def test_diff_exits_2_on_a_bad_profile_and_a_bad_flag(tmp_path, kubeconfig):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: slurmk8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: Bad_Name}\n")
+    assert slurmk8s("diff", str(bad), "--kubeconfig", kubeconfig).returncode == 2
+    assert slurmk8s("diff", KIND_DEV, "--kubeconfig", kubeconfig, "-o", "wide").returncode == 2
+
+
+@pytest.mark.parametrize("args, code", [
+    (["validate", KIND_DEV], 1), (["fence", KIND_DEV], 1), (["--help"], 1), (["--version"], 1), (["render", "-h"], 1),
+    (["--show-completion", "zsh"], 1), (["status"], 1), (["diff"], 3), (["diff", "-o", "json"], 3), (["up", "--no-wait"], 1),
+    (["down", "--dry-run"], 1), (["secrets", "create"], 1), (["accounts", "apply"], 1),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else str(a))
+def test_a_full_stdout_ends_in_one_line_and_an_exit_code(stub, kubeconfig, args, code):
+    """`validate > /dev/full` and friends ended in an OSError traceback (N15); now one path reports every write."""
+    cluster_args = ["--kubeconfig", kubeconfig] if args[0] in ("status", "diff", "up", "down", "secrets", "accounts") else []
+    if args[0] in ("status", "diff", "up", "down"):
+        args = [args[0], KIND_DEV, *args[1:]]
+    elif args[0] in ("secrets", "accounts"):
+        args = [*args, KIND_DEV]
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    for unbuffered in ("1", ""):  # written at once, or only at the flush before exit
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args, *cluster_args], stdout=full,
+                                    stderr=subprocess.PIPE, text=True, timeout=60,
+                                    env={**env, "HOME": "/nonexistent", "PYTHONUNBUFFERED": unbuffered})
+        assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+        assert result.stderr.splitlines()[-1] == "cannot write to standard output: No space left on device", result.stderr
+        assert result.returncode == code, result.stderr
+
+
+def test_a_full_stderr_still_gives_the_exit_code(tmp_path):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", str(tmp_path / "none.yaml")],
+                                stdout=subprocess.PIPE, stderr=full, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
