@@ -74,13 +74,13 @@ def upgrade_slurmdbd_first(cluster, bundle, live: dict[str, str], apply: Callabl
 
 def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, timeout: float = 600,
                         echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None,
-                        interval: float = 5):
+                        interval: float = 5, namespace: str | None = None):
     """`slurmk8s rollout PROFILE [--pool P]`."""
     from slurmk8s.actions.up import header
     from slurmk8s.errors import UsageError
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     if pool is not None and pool not in {p.name for p in profile.pools}:
         raise UsageError(f"--pool {pool}: the profile has no such pool (pools: {', '.join(p.name for p in profile.pools)})")
     bundle = render(profile)

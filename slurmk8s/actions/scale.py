@@ -147,10 +147,10 @@ def drain_and_shrink(pool: str, segments: list[Segment], live: dict[str, int], t
 
 
 def run_scale(profile_path: str, pool: str, replicas: int, cluster: PoolCluster, timeout_s: float = 24 * 3600,
-              echo: Callable[[str], None] = print) -> int:
+              echo: Callable[[str], None] = print, namespace: str | None = None) -> int:
     """`slurmk8s scale`: through whichever cluster the CLI built (Kubernetes, or the profile's lab with --lab)."""
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     checked_segments(profile, pool, replicas)  # refused before rendering or any connection
     return scale_pool(profile, render(profile), pool, replicas, cluster, timeout_s, log=echo)

@@ -179,3 +179,47 @@ def test_a_full_stderr_still_gives_the_exit_code(tmp_path):
         result = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", str(tmp_path / "none.yaml")],
                                 stdout=subprocess.PIPE, stderr=full, text=True, timeout=60)
     assert (result.returncode, result.stdout) == (2, "")
+
+
+def test_namespace_flag_renders_what_the_profile_would_with_that_namespace(edited_profile):
+    """Every derived use (objects, RBAC subjects, NetworkPolicy peers, DNS names in slurm.conf) follows -n."""
+    from slurmk8s.actions.render import render_file
+    edited = edited_profile(KIND_DEV, lambda doc: doc["metadata"].update(namespace="team-b"))
+    assert render_file(KIND_DEV, "team-b").objects == render_file(edited).objects
+    assert render_file(KIND_DEV, "team-b").objects != render_file(KIND_DEV).objects
+
+
+def test_namespace_flag_puts_every_object_and_reference_in_that_namespace(stub, kubeconfig):
+    """-n overrides metadata.namespace as helm's -n does: objects, RBAC subjects, NetworkPolicy peers and the
+    ApplySet all move; status, diff and down then find them there, and the profile's namespace stays empty."""
+    n = object_count(KIND_DEV)
+    up = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait", "-n", "team-b")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.splitlines()[0].startswith("cluster dev in namespace team-b (")
+    collections = [c for (_, _, c), objs in stub.store.items() if objs]
+    namespaced = [c for c in collections if "/namespaces/" in c]
+    assert namespaced and all("/namespaces/team-b/" in c for c in namespaced), collections
+    stored = [o for (_, _, c), objs in stub.store.items() for o in objs.values()]
+    assert {o["metadata"]["name"] for o in stored if o.get("kind") == "Namespace"} == {"team-b"}
+    for o in stored:
+        assert o["metadata"].get("namespace") in (None, "team-b"), o["metadata"]
+        for subject in o.get("subjects") or []:
+            assert subject.get("namespace") in (None, "team-b"), (o["metadata"]["name"], subject)
+    text = "\n".join(str(o) for o in stored)
+    assert "'namespace': 'slurm'" not in text and ".slurm.svc" not in text  # no reference left in the profile's
+    assert slurmk8s("diff", KIND_DEV, "--kubeconfig", kubeconfig, "-n", "team-b").returncode == 0  # nothing to change
+    assert slurmk8s("diff", KIND_DEV, "--kubeconfig", kubeconfig).returncode == 1  # slurm is still empty
+    status = slurmk8s("status", KIND_DEV, "--kubeconfig", kubeconfig, "-n", "team-b", "-o", "json")
+    assert '"namespace": "team-b"' in status.stdout
+    gone = slurmk8s("down", KIND_DEV, "--kubeconfig", kubeconfig, "-n", "team-b")
+    assert gone.returncode == 0 and f"deleted {n - 1} object(s) of cluster dev" in gone.stdout, gone.stderr
+
+
+@pytest.mark.parametrize("command", [["up"], ["diff"], ["status"], ["down"], ["rollout"], ["scale", "cpu", "2"],
+                                     ["secrets", "create"], ["accounts", "apply"]], ids=" ".join)
+@pytest.mark.parametrize("value", ["Team_B", "-team", "a" * 64, ""])
+def test_a_bad_namespace_is_a_usage_error(command, value):
+    args = [*command[:2], KIND_DEV] if command[0] in ("secrets", "accounts") else [command[0], KIND_DEV, *command[1:]]
+    result = slurmk8s(*args, "-n", value)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "is not a namespace name" in result.stderr
