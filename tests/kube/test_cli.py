@@ -223,3 +223,19 @@ def test_a_bad_namespace_is_a_usage_error(command, value):
     result = slurmk8s(*args, "-n", value)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "is not a namespace name" in result.stderr
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_refused_pod_exec_ends_the_wait_at_once_with_the_rbac_hint(stub, kubeconfig, status):
+    """A 403 or 404 on exec was retried until --timeout (600 s by default): no retry fixes RBAC."""
+    if status == 403:
+        stub.fail(403, when=lambda r: r.path.split("?")[0].endswith("/exec"), message="pods/exec is forbidden")
+    started = time.monotonic()
+    result = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--timeout", "300")  # the stub serves no exec: 404
+    assert time.monotonic() - started < 45
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert line.startswith(f"exec 'sinfo --noheader --Node --format=%N %T' in pod slurm/dev-controller-0: "
+                           f"Handshake status {status} ")
+    assert line.endswith("the credentials need RBAC permission to create pods/exec in namespace slurm "
+                         "(check: kubectl auth can-i create pods/exec -n slurm)")
