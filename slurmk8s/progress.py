@@ -80,14 +80,17 @@ class Progress:
         self.stream.flush()
 
     def done(self, text: str | None = None) -> None:
-        """End the wait: clear the live line, and leave `text`, if any, as a line of its own."""
+        """End the wait: clear the live line, and leave `text`, if any, as a line of its own. A wait may
+        follow; off a terminal, an update with the same text then shows only at the heartbeat."""
         if self._live:
             self.stream.write(CLEAR_LINE)
             self._live = False
+        now = self.now()
         if text is not None:
-            self.stream.write(f"{text}\n" if self.terminal else f"{_stamp(self.now())} {text}\n")
+            self.stream.write(f"{text}\n" if self.terminal else f"{_stamp(now)} {text}\n")
         self.stream.flush()
-        self.since, self._text = None, None
+        # A log already shows `text`: an update saying it again waits for the heartbeat.
+        self.since, self._text, self._shown_at = None, text, now
 
 
 def _stamp(when: float) -> str:

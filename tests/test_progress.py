@@ -83,3 +83,17 @@ def test_a_write_error_reaches_the_caller() -> None:
 
     with pytest.raises(OSError):
         Progress(Full(), terminal=False).update("x")
+
+
+def test_a_wait_after_done_with_the_same_text_is_not_repeated_in_a_log_until_the_heartbeat() -> None:
+    """rollout says "drained cpu-1; waiting for their jobs to end", then waits on that very line."""
+    out, clock = io.StringIO(), Clock()
+    p = Progress(out, terminal=False, heartbeat=60, now=clock)
+    p.done("rollout: drained cpu-1; waiting for their jobs to end")
+    clock.t += 5
+    p.update("rollout: drained cpu-1; waiting for their jobs to end")
+    clock.t += 60
+    p.update("rollout: drained cpu-1; waiting for their jobs to end")
+    assert out.getvalue().splitlines() == [
+        "2027-01-15T08:00:00Z rollout: drained cpu-1; waiting for their jobs to end",
+        "2027-01-15T08:01:05Z rollout: drained cpu-1; waiting for their jobs to end (waiting 1m00s)"]

@@ -239,3 +239,41 @@ def test_a_refused_pod_exec_ends_the_wait_at_once_with_the_rbac_hint(stub, kubec
                            f"Handshake status {status} ")
     assert line.endswith("the credentials need RBAC permission to create pods/exec in namespace slurm "
                          "(check: kubectl auth can-i create pods/exec -n slurm)")
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_rollout_waiting_on_a_drained_node_shows_what_and_since_when(stub, up, kubeconfig, edited_profile, terminal):
+    """A drain that waits on a job said one line and then nothing for up to drainTimeout (an hour)."""
+    import io
+
+    from slurmk8s.actions.rollout import roll_pools, waiting_reporter
+    from slurmk8s.profile.files import read_profile
+    from slurmk8s.progress import CLEAR_LINE, Progress
+    from slurmk8s.render import render
+    from stubcluster import stub_cluster
+    from test_rollout import FakeSlurm, changed_pool_spec
+
+    up(KIND_DEV)
+    edited = edited_profile(KIND_DEV, changed_pool_spec)
+    up(edited, rollout=False)
+    slurm = FakeSlurm(stub, jobs={"cpu-0": ("17", 200)})
+    out = io.StringIO()
+    start = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    say, sleep = waiting_reporter(Progress(out, terminal=terminal, heartbeat=60, now=lambda: start + slurm.now),
+                                  sleep=slurm.sleep)
+    profile = read_profile(edited)
+    roll_pools(stub_cluster(kubeconfig, slurm), render(profile), profile, ready_timeout=60, interval=5, say=say,
+               clock=lambda: slurm.now, sleep=sleep)
+    waiting = "rollout: drained cpu-0; waiting for their jobs to end"
+    if terminal:
+        since = time.strftime("%H:%M:%S", time.localtime(start))
+        frames = out.getvalue().split(CLEAR_LINE)
+        assert f"{waiting} (since {since}, 1m05s)" in frames and f"{waiting} (since {since}, 3m15s)" in frames
+        assert out.getvalue().endswith("rollout: done, 2 pod(s) replaced\n")
+    else:
+        lines = out.getvalue().splitlines()
+        assert lines[:3] == ["2027-01-15T08:00:00Z rollout: 2 slurmd pod(s) to replace, 1 at a time",
+                             f"2027-01-15T08:00:00Z {waiting}",
+                             f"2027-01-15T08:01:00Z {waiting} (waiting 1m00s)"]
+        assert f"2027-01-15T08:03:00Z {waiting} (waiting 3m00s)" in lines
+        assert CLEAR_LINE not in out.getvalue()
