@@ -142,21 +142,13 @@ _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "C
 
 
 class _GuardedStream:
-    """sys.stdout or sys.stderr for the length of a command: a write that fails (a full disk, a closed pipe)
-    becomes one OutputError, whoever wrote (our commands, typer's help and errors, print)."""
+    """sys.stdout or sys.stderr for the length of a command. It remembers a write that failed (a full disk,
+    a closed pipe), whoever wrote (our commands, typer's help and errors, print), so that main() reports
+    that OSError as one line; a handler that words it better (render's write_stdout) still sees it first."""
 
     def __init__(self, stream: TextIO, name: str):
-        self._stream, self._name = stream, name
-        self.failed = False
-
-    def _failed(self, error: OSError) -> OutputError:
-        self.failed = True
-        return OutputError(f"cannot write to {self._name}: {error.strerror or error}")
-
-    def park_if_failed(self) -> None:
-        """Point a stream that failed at /dev/null: else Python's own flush at exit fails again, with a traceback."""
-        if self.failed:
-            _park(self._stream)
+        self._stream, self.name = stream, name
+        self.failed: Optional[OSError] = None
 
     def write(self, text: str) -> int:
         if text == "":
@@ -164,16 +156,37 @@ class _GuardedStream:
         try:
             return self._stream.write(text)
         except OSError as e:
-            raise self._failed(e) from None
+            self.failed = e
+            raise
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except OSError as e:
-            raise self._failed(e) from None
+            self.failed = e
+            raise
+
+    def park_if_failed(self) -> None:
+        """Point a stream that failed at /dev/null: else Python's own flush at exit fails again, with a traceback."""
+        if self.failed is not None:
+            _park(self._stream)
 
     def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding, buffer: the stream's own
         return getattr(self._stream, name)
+
+
+def _guard(stream: Optional[TextIO], name: str) -> Optional[TextIO]:
+    return stream if stream is None else _GuardedStream(stream, name)  # type: ignore[return-value]
+
+
+def _write_failed(error: OSError, guards: tuple) -> int:
+    """The one path for a write to stdout or stderr that failed: one line, exit 1. Any other OSError that
+    reaches main() is a bug and keeps its traceback."""
+    broken = next((g for g in guards if isinstance(g, _GuardedStream) and g.failed is not None), None)
+    if broken is None:
+        raise error
+    _last_word(f"cannot write to {broken.name}: {broken.failed.strerror or broken.failed}")
+    return OutputError.exit_code
 
 
 def _park(stream: object) -> None:
@@ -189,7 +202,7 @@ def _last_word(text: str) -> None:
     """One line on standard error; when that fails too, the exit code alone tells."""
     try:
         print(text, file=sys.stderr, flush=True)
-    except (OutputError, OSError, ValueError):
+    except (OSError, ValueError):
         pass
 
 
@@ -215,11 +228,12 @@ def main() -> None:
         completion_init()
     previous = signal.signal(signal.SIGINT, on_interrupt)
     streams = sys.stdout, sys.stderr
-    guards = _GuardedStream(sys.stdout, "standard output"), _GuardedStream(sys.stderr, "standard error")
+    guards = _guard(sys.stdout, "standard output"), _guard(sys.stderr, "standard error")
     sys.stdout, sys.stderr = guards
     try:
         code = app(standalone_mode=False)
-        sys.stdout.flush()  # here, not in Python's flush at exit: a full disk is still our one line and exit 1
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not in Python's flush at exit: a full disk is still one line and exit 1
     except KeyboardInterrupt:
         code = INTERRUPTED
     except SlurmK8sError as e:
@@ -233,9 +247,11 @@ def main() -> None:
     except _ClickException as e:
         try:
             e.show()
-        except OutputError:
+        except OSError:
             pass
         code = e.exit_code
+    except OSError as e:
+        code = _write_failed(e, guards)
     finally:
         signal.signal(signal.SIGINT, previous)
         if interrupted:
@@ -243,7 +259,8 @@ def main() -> None:
             code = INTERRUPTED
         sys.stdout, sys.stderr = streams
         for guard in guards:
-            guard.park_if_failed()
+            if isinstance(guard, _GuardedStream):
+                guard.park_if_failed()
     # standalone_mode=False hands back typer.Exit's code, or the command's return value (None: success).
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -183,6 +183,8 @@ def register(app: typer.Typer) -> None:
             if e.exit_code == DIFF_CHANGES:  # exit 1 means "changes" here: an error must not say so
                 raise DiffFailed(str(e)) from e
             raise
+        except OSError as e:  # writing the diff failed (our errors wrap every other I/O)
+            raise DiffFailed(f"cannot write the diff to standard output: {e.strerror or e}") from e
         if plans[0].changed:
             raise typer.Exit(DIFF_CHANGES)
 

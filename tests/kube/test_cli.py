@@ -170,7 +170,9 @@ def test_a_full_stdout_ends_in_one_line_and_an_exit_code(stub, kubeconfig, args,
                                     stderr=subprocess.PIPE, text=True, timeout=60,
                                     env={**env, "HOME": "/nonexistent", "PYTHONUNBUFFERED": unbuffered})
         assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
-        assert result.stderr.splitlines()[-1] == "cannot write to standard output: No space left on device", result.stderr
+        what = "the diff to" if args[0] == "diff" else "to"
+        assert result.stderr.splitlines()[-1] == f"cannot write {what} standard output: No space left on device", \
+            result.stderr
         assert result.returncode == code, result.stderr
 
 
