@@ -6,17 +6,20 @@ and never load the Kubernetes client.
 
 import atexit
 import gc
+import os
 import signal
 import sys
-from typing import Any, Optional
+from typing import Optional, TextIO
 
 import typer
 
-from slurmk8s.errors import SlurmK8sError
+from slurmk8s.errors import OutputError, SlurmK8sError
 
 # rich_markup_mode=None on every Typer() of the CLI: plain help and error text. typer's rich
 # formatting imports rich's console, markdown and pygments (about 50 ms, more than the rest of `--help`).
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+# add_completion=False: typer's own --show-completion ignores a shell named after it whenever it can detect
+# the running one (`--show-completion zsh` printed bash's script); ours takes the shell it is given.
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None, add_completion=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images.")
 
@@ -38,9 +41,27 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETE_VAR = "_SLURMK8S_COMPLETE"  # the console script's name, as click's completion protocol has it
+
+
+def _print_completion(ctx: typer.Context, shell: Optional[str]) -> None:
+    if shell is None or ctx.resilient_parsing:
+        return
+    if shell not in SHELLS:
+        raise typer.BadParameter(f"{shell!r}: choose one of {', '.join(SHELLS)}", param_hint="--show-completion")
+    from typer.completion import get_completion_script
+    typer.echo(get_completion_script(prog_name="slurmk8s", complete_var=COMPLETE_VAR, shell=shell))
+    raise typer.Exit()
+
+
 @app.callback()
 def _root(show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                            help="Print the version and exit.")) -> None:
+                                            help="Print the version and exit."),
+          show_completion: Optional[str] = typer.Option(
+              None, "--show-completion", metavar="SHELL", callback=_print_completion, is_eager=True,
+              help=f"Print the completion script of SHELL ({', '.join(SHELLS[:3])}, powershell), e.g. "
+                   "`slurmk8s --show-completion zsh > ~/.zfunc/_slurmk8s`.")) -> None:
     """Slurm on Kubernetes from one cluster profile: validate, render, up, down, lab, images."""
 
 
@@ -111,45 +132,6 @@ def _register_command_groups() -> None:
 _register_command_groups()
 
 
-def _plain_str_coercion() -> None:
-    """A `str` parameter given a string, or a `bool` one a bool, is taken as is, without pydantic.
-
-    typer 0.29 coerces every parameter through a pydantic TypeAdapter; importing pydantic is about
-    50 ms, a third of a whole `render`. Given a value of its own type that adapter hands it back
-    unchanged; every other case (other types, custom parsers, a string for a bool) still goes to
-    typer's own coercion, built only then. On a typer without these internals nothing changes.
-    """
-    try:
-        from typer import _coercion, core
-
-        from dataclasses import dataclass
-        build = core.build_runtime_param
-        base = _coercion.RuntimeParam
-    except (ImportError, AttributeError):
-        return
-
-    @dataclass(frozen=True)
-    class Plain(base):  # type: ignore[misc, valid-type]
-        descriptor: Any = None
-
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            if type(value) is self.annotation:
-                return value
-            return build(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
-
-    def build_runtime_param(descriptor: Any) -> Any:
-        if (descriptor.annotation in (str, bool) and descriptor.file_annotation is None
-                and getattr(descriptor.parameter_info, "parser", None) is None):
-            return Plain(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation,
-                         descriptor=descriptor)
-        return build(descriptor)
-
-    core.build_runtime_param = build_runtime_param
-
-
-_plain_str_coercion()
-
-
 INTERRUPTED = 130  # 128 + SIGINT
 
 # At exit the interpreter's last garbage collections walk every object the imports made, about 15 ms
@@ -158,6 +140,71 @@ atexit.register(gc.freeze)
 
 # Typer 0.2x vendors its own click: catch the classes typer raises, whichever click that is.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _GuardedStream:
+    """sys.stdout or sys.stderr for the length of a command. It remembers a write that failed (a full disk,
+    a closed pipe), whoever wrote (our commands, typer's help and errors, print), so that main() reports
+    that OSError as one line; a handler that words it better (render's write_stdout) still sees it first."""
+
+    def __init__(self, stream: TextIO, name: str):
+        self._stream, self.name = stream, name
+        self.failed: Optional[OSError] = None
+
+    def write(self, text: str) -> int:
+        if text == "":
+            return 0  # click probes a stream with an empty write, and ignores what that raises
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            self.failed = e
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            self.failed = e
+            raise
+
+    def park_if_failed(self) -> None:
+        """Point a stream that failed at /dev/null: else Python's own flush at exit fails again, with a traceback."""
+        if self.failed is not None:
+            _park(self._stream)
+
+    def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
+
+
+def _guard(stream: Optional[TextIO], name: str) -> Optional[TextIO]:
+    return stream if stream is None else _GuardedStream(stream, name)  # type: ignore[return-value]
+
+
+def _write_failed(error: OSError, guards: tuple) -> int:
+    """The one path for a write to stdout or stderr that failed: one line, exit 1. Any other OSError that
+    reaches main() is a bug and keeps its traceback."""
+    broken = next((g for g in guards if isinstance(g, _GuardedStream) and g.failed is not None), None)
+    if broken is None:
+        raise error
+    _last_word(f"cannot write to {broken.name}: {broken.failed.strerror or broken.failed}")
+    return OutputError.exit_code
+
+
+def _park(stream: object) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())  # type: ignore[attr-defined]
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _last_word(text: str) -> None:
+    """One line on standard error; when that fails too, the exit code alone tells."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def main() -> None:
@@ -175,27 +222,46 @@ def main() -> None:
         interrupted.append(signum)
         raise KeyboardInterrupt
 
+    if COMPLETE_VAR in os.environ:
+        # A shell asking for completions (the script --show-completion prints): add_completion=False left
+        # typer's completion classes unregistered.
+        from typer.completion import completion_init
+        completion_init()
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    streams = sys.stdout, sys.stderr
+    guards = _guard(sys.stdout, "standard output"), _guard(sys.stderr, "standard error")
+    sys.stdout, sys.stderr = guards
     try:
         code = app(standalone_mode=False)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not in Python's flush at exit: a full disk is still one line and exit 1
     except KeyboardInterrupt:
         code = INTERRUPTED
     except SlurmK8sError as e:
         if not interrupted:
-            print(str(e), file=sys.stderr)
+            _last_word(str(e))
         code = e.exit_code
     except typer.Abort:
         # Interrupted at a prompt: the message goes below the question, not after it.
-        print("" if interrupted else "aborted", file=sys.stderr)
+        _last_word("" if interrupted else "aborted")
         code = 1
     except _ClickException as e:
-        e.show()
+        try:
+            e.show()
+        except OSError:
+            pass
         code = e.exit_code
+    except OSError as e:
+        code = _write_failed(e, guards)
     finally:
         signal.signal(signal.SIGINT, previous)
-    if interrupted:
-        print("interrupted", file=sys.stderr)
-        code = INTERRUPTED
+        if interrupted:
+            _last_word("interrupted")
+            code = INTERRUPTED
+        sys.stdout, sys.stderr = streams
+        for guard in guards:
+            if isinstance(guard, _GuardedStream):
+                guard.park_if_failed()
     # standalone_mode=False hands back typer.Exit's code, or the command's return value (None: success).
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -8,12 +8,14 @@ class FakePoolCluster:
 
     `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when the last
     finishes, `after_power_down` runs (what the SuspendProgram does to the replicas). With `cluster`,
-    every Slurm command must be meant for that cluster.
+    every Slurm command must be meant for that cluster. `drained` nodes (node -> reason) show as drained
+    to the reason query (`-o %N|%t|%E`) until a `state=resume` names them.
     """
 
     def __init__(self, replicas: dict[str, int], powering_down: tuple[str, ...] = (), polls: int = 0,
-                 after_power_down=lambda replicas: None, cluster: str | None = None):
+                 after_power_down=lambda replicas: None, cluster: str | None = None, drained: dict | None = None):
         self.replicas, self.commands, self.cluster = dict(replicas), [], cluster
+        self.drained = dict(drained or {})
         self.powering_down, self.polls, self.after_power_down = powering_down, polls, after_power_down
 
     def get_replicas(self, bundle, statefulset: str) -> int:
@@ -28,8 +30,14 @@ class FakePoolCluster:
     def slurm(self, bundle, argv: list[str]) -> str:
         assert self.cluster is None or bundle.cluster == self.cluster, bundle.cluster
         self.commands.append(argv)
+        if argv[:2] == ["scontrol", "update"] and argv[3] == "state=resume":
+            for node in argv[2].removeprefix("nodename=").split(","):
+                self.drained.pop(node, None)
         if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
             return ""
+        if argv[-1] == "%N|%t|%E":
+            return "".join(f"{n}|drained|{self.drained[n]}\n" if n in self.drained else f"{n}|idle|none\n"
+                           for n in argv[4].split(","))
         if self.polls == 0 and self.powering_down:
             self.powering_down = ()
             self.after_power_down(self.replicas)
@@ -37,4 +45,5 @@ class FakePoolCluster:
         return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
 
     def queries(self) -> list[list[str]]:
-        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"]]
+        """The powering-down queries (sinfo's state of each node)."""
+        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"] and c[-1] == "%N %t"]

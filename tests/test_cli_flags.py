@@ -40,14 +40,39 @@ def test_dash_h_is_help(args: list[str]) -> None:
     assert result.stdout == run(*args[:-1], "--help").stdout
 
 
-def test_shell_completion_script_and_protocol() -> None:
-    # typer detects the shell from the parent processes unless told not to; a run under sh (nohup, flock -c)
-    # detects none, so the test names the shell, as `--show-completion bash` then does.
-    script = run("--show-completion", "bash", as_script=True, env_extra={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
-    assert script.returncode == 0 and "_SLURMK8S_COMPLETE=complete_bash" in script.stdout, script.stderr
-    words = run(env_extra={"_SLURMK8S_COMPLETE": "complete_bash", "COMP_WORDS": "slurmk8s ren", "COMP_CWORD": "1"},
-                as_script=True)
-    assert (words.returncode, words.stdout.split()) == (0, ["render"])
+@pytest.mark.parametrize("shell, marker", [
+    ("bash", "complete -o default -F _slurmk8s_completion slurmk8s"),
+    ("zsh", "#compdef slurmk8s"),
+    ("fish", "complete --command slurmk8s"),
+    ("powershell", "Register-ArgumentCompleter -Native -CommandName slurmk8s"),
+])
+def test_show_completion_prints_the_named_shells_script(shell, marker) -> None:
+    """`--show-completion zsh` printed bash's script whenever typer could detect the running shell (issue 24.19);
+    the shell detection is left on here, as a user has it."""
+    script = run("--show-completion", shell, as_script=True)
+    assert script.returncode == 0 and marker in script.stdout, script.stderr
+    others = [m for s, m in [("bash", "complete -o default -F"), ("zsh", "#compdef"), ("fish", "complete --command")]
+              if s != shell]
+    assert not any(m in script.stdout for m in others)
+
+
+def test_show_completion_refuses_an_unknown_shell() -> None:
+    result = run("--show-completion", "tcsh", as_script=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "'tcsh': choose one of bash, zsh, fish, powershell, pwsh" in result.stderr
+
+
+@pytest.mark.parametrize("shell, env", [
+    ("bash", {"COMP_WORDS": "slurmk8s ren", "COMP_CWORD": "1"}),
+    ("zsh", {"_TYPER_COMPLETE_ARGS": "slurmk8s ren"}),
+    ("fish", {"_TYPER_COMPLETE_ARGS": "slurmk8s ren", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}),
+])
+def test_the_completion_protocol_answers_each_shell(shell, env) -> None:
+    """What the printed script asks the command for, under the variable it names."""
+    script = run("--show-completion", shell, as_script=True)
+    assert f"_SLURMK8S_COMPLETE=complete_{shell}" in script.stdout
+    words = run(env_extra={"_SLURMK8S_COMPLETE": f"complete_{shell}", **env}, as_script=True)
+    assert words.returncode == 0 and "render" in words.stdout, words.stderr
 
 
 def test_init_dash_prints_the_starter(tmp_path: Path) -> None:

@@ -62,13 +62,13 @@ def run_in_controller(cluster, bundle) -> RunFn:
 
 
 def run_accounts_apply(profile_path: str, cluster, *, delete: bool = False,
-                       echo: Callable[[str], None] = print) -> list[list[str]]:
+                       echo: Callable[[str], None] = print, namespace: str | None = None) -> list[list[str]]:
     """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
     from slurmk8s.profile.files import read_profile
     from slurmk8s.actions.up import header
     from slurmk8s.render import render
 
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     if not manages_accounts(profile):
         reason = "accounting is disabled" if not profile.accounting.enabled else "it has no spec.scheduling accounts, users or QoS"
         echo(f"{profile_path}: nothing to apply: {reason}")

@@ -47,6 +47,10 @@ class Cluster(PoolCluster, Protocol):
     def host(self) -> str:
         """The API server's address."""
 
+    @property
+    def context(self) -> dict[str, str | None]:
+        """name (the kubeconfig context), file (the kubeconfig) and server; name and file None in-cluster."""
+
     def apply(self, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
               force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
               before_writes: Callable[[], None] | None = None) -> Plan:

@@ -20,7 +20,7 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.actions.cluster import Cluster, PoolCluster
-from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, pool_segments,
+from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, own_drains, pool_segments,
                                     wait_power_down_settled)
 from slurmk8s.errors import ClusterError
 from slurmk8s.profile.model import Profile
@@ -121,23 +121,6 @@ def drain_dropped(bundle: Bundle, cluster: Cluster, timeout_s: float, dry_run: b
                              log, hand_back=False)
         except ClusterError as e:
             raise ClusterError(f"{e}; nothing was applied: run up again once they end") from e
-
-
-def parse_reasons(text: str) -> dict[str, tuple[str, str]]:
-    """`sinfo -h -N -o '%N|%t|%E'` -> {node: (compact state, reason)} (a node in two partitions is listed twice)."""
-    out = {}
-    for line in text.splitlines():
-        parts = line.split("|", 2)
-        if len(parts) == 3:
-            out[parts[0].strip()] = (parts[1].strip().lower(), parts[2].strip())
-    return out
-
-
-def own_drains(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
-    """Those of nodes that are drained or draining with `slurmk8s scale`'s reason."""
-    states = parse_reasons(cluster.slurm(bundle, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%t|%E"]))
-    return [n for n in nodes if n in states and states[n][0].startswith(("drain", "drng"))
-            and states[n][1] == DRAIN_REASON]
 
 
 def resume_own_drains(profile: Profile, bundle: Bundle, cluster: PoolCluster,

@@ -63,12 +63,13 @@ def plan_document(plan, bundle, cluster) -> dict[str, Any]:
         if not c.ref.startswith("Secret/"):
             entry.update(live=c.before, applied=c.after)
         changes.append(entry)
-    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
+    return {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.context, "server": cluster.host,
             "changed": plan.changed, "counts": {a: plan.count(a) for a in ACTIONS}, "changes": changes}
 
 
 def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, workers: int = 8,
-             output: str = "text", note: Callable[[str], None] | None = None, timeout: float = 60):
+             output: str = "text", note: Callable[[str], None] | None = None, timeout: float = 60,
+             namespace: str | None = None):
     """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
     from slurmk8s.actions.converge import drain_dropped, into_range
     from slurmk8s.actions.secrets import secret_factory
@@ -76,7 +77,7 @@ def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, wo
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
 
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     bundle = render(profile)
     say = echo if output == "text" else note or echo
     say(header(bundle, cluster))

@@ -16,9 +16,9 @@ from slurmk8s.render import Bundle, render
 FORMATS = ("plain", "kustomize", "helm", "argocd")
 
 
-def render_file(profile_path: str) -> Bundle:
-    """Load a profile and render it."""
-    return render(read_profile(profile_path))
+def render_file(profile_path: str, namespace: str | None = None) -> Bundle:
+    """Load a profile and render it (into namespace, when given, instead of the profile's)."""
+    return render(read_profile(profile_path, namespace))
 
 
 def build_tree(bundle: Bundle, fmt: str, repo_url: str | None = None, revision: str = "HEAD",

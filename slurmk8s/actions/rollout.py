@@ -14,6 +14,7 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError, FieldError, ProfileError
+from slurmk8s.progress import Progress
 
 # Workloads held back in the first pass of a Slurm upgrade: they follow once slurmdbd runs the new release.
 AFTER_SLURMDBD = (naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
@@ -72,21 +73,41 @@ def upgrade_slurmdbd_first(cluster, bundle, live: dict[str, str], apply: Callabl
     return True
 
 
+def waiting_reporter(progress: Progress, sleep: Callable[[float], None] = time.sleep
+                     ) -> tuple[Callable[[str], None], Callable[[float], None]]:
+    """(say, sleep) for the rollout driver: each line it says stays, and while it sleeps between polls the
+    last line is what it waits for (a live line on a terminal, a timestamped line now and then in a log)."""
+    last = [""]
+
+    def say(line: str) -> None:
+        progress.done(line)
+        last[0] = line
+
+    def wait(seconds: float) -> None:
+        progress.update(last[0] or "rollout: waiting")
+        sleep(seconds)
+    return say, wait
+
+
 def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, timeout: float = 600,
                         echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None,
-                        interval: float = 5):
+                        interval: float = 5, namespace: str | None = None):
     """`slurmk8s rollout PROFILE [--pool P]`."""
     from slurmk8s.actions.up import header
     from slurmk8s.errors import UsageError
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     if pool is not None and pool not in {p.name for p in profile.pools}:
         raise UsageError(f"--pool {pool}: the profile has no such pool (pools: {', '.join(p.name for p in profile.pools)})")
     bundle = render(profile)
     echo(header(bundle, cluster))
-    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))  # as `up` reports its wait
-    outcome = roll_pools(cluster, bundle, profile, pool=pool, ready_timeout=timeout, interval=interval, say=progress)
+    if progress is not None:
+        say, sleep = progress, time.sleep
+    else:
+        say, sleep = waiting_reporter(Progress(sys.stderr))
+    outcome = roll_pools(cluster, bundle, profile, pool=pool, ready_timeout=timeout, interval=interval, say=say,
+                         sleep=sleep)
     if not outcome.replaced:
         echo("rollout: every slurmd pod is on its StatefulSet's current revision")
     return outcome

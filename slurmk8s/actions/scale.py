@@ -59,6 +59,23 @@ def checked_segments(profile: Profile, pool: str, replicas: int) -> list[Segment
     return pool_segments(profile, pool)
 
 
+def parse_reasons(text: str) -> dict[str, tuple[str, str]]:
+    """`sinfo -h -N -o '%N|%t|%E'` -> {node: (compact state, reason)} (a node in two partitions is listed twice)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split("|", 2)
+        if len(parts) == 3:
+            out[parts[0].strip()] = (parts[1].strip().lower(), parts[2].strip())
+    return out
+
+
+def own_drains(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
+    """Those of nodes that are drained or draining with `slurmk8s scale`'s reason (an administrator's drain is not)."""
+    states = parse_reasons(cluster.slurm(bundle, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%t|%E"]))
+    return [n for n in nodes if n in states and states[n][0].startswith(("drain", "drng"))
+            and states[n][1] == DRAIN_REASON]
+
+
 def powering_down(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
     """Those of nodes that Slurm is powering down, or is about to (sinfo's state suffixes % and !).
 
@@ -100,6 +117,11 @@ def scale_pool(profile: Profile, bundle: Bundle, pool: str, replicas: int, clust
         wait_power_down_settled(pool, staying, cluster, bundle, end, timeout_s, poll_s, log)
     live = {s.statefulset: cluster.get_replicas(bundle, s.statefulset) for s in segments}
     current = sum(live.values())
+    # A scale-down whose wait failed left its nodes drained: those that are to run again are resumed.
+    left_drained = own_drains(cluster, bundle, staying) if staying else []
+    if left_drained:
+        cluster.slurm(bundle, ["scontrol", "update", f"nodename={','.join(left_drained)}", "state=resume"])
+        log(f"pool {pool}: {','.join(left_drained)} left drained by an earlier scale-down; resumed")
     # Growing never kills anything: at once.
     for s in segments:
         if target(s, replicas) > live[s.statefulset]:
@@ -128,15 +150,22 @@ def drain_and_shrink(pool: str, segments: list[Segment], live: dict[str, int], t
     nodes = ",".join(going)
     cluster.slurm(bundle, ["scontrol", "update", f"nodename={nodes}", "state=drain", f"reason={DRAIN_REASON}"])
     log(f"pool {pool}: draining {nodes}; waiting for their jobs to finish")
-    while True:
-        jobs = cluster.slurm(bundle, ["squeue", "-h", "-w", nodes, "-o", "%i %T"]).split("\n")
-        jobs = [j for j in jobs if j.strip()]
-        if not jobs:
-            break
-        if time.monotonic() > end:
-            raise ClusterError(f"pool {pool}: jobs still running on {nodes} after {timeout_s:.0f} s "
-                               f"({'; '.join(jobs)}); the nodes stay drained and the pool keeps {current} replicas")
-        time.sleep(poll_s)
+    try:
+        while True:
+            jobs = cluster.slurm(bundle, ["squeue", "-h", "-w", nodes, "-o", "%i %T"]).split("\n")
+            jobs = [j for j in jobs if j.strip()]
+            if not jobs:
+                break
+            if time.monotonic() > end:
+                raise ClusterError(f"pool {pool}: jobs still running on {nodes} after {timeout_s:.0f} s "
+                                   f"({'; '.join(jobs)})")
+            time.sleep(poll_s)
+    except ClusterError as e:  # a timeout, or squeue failing: nothing was scaled, the drain stays
+        if not hand_back:
+            raise ClusterError(f"{e}; the nodes stay drained and the pool keeps {current} replicas") from e
+        raise ClusterError(f"{e}; the pool keeps {current} replicas and {nodes} stay DRAINED (reason "
+                           f"\"{DRAIN_REASON}\"): `slurmk8s scale PROFILE {pool} {current}` resumes them, or "
+                           f"`scontrol update nodename={nodes} state=resume`") from e
     for statefulset, replicas in targets.items():
         cluster.set_replicas(bundle, statefulset, replicas)
     if hand_back:
@@ -147,10 +176,10 @@ def drain_and_shrink(pool: str, segments: list[Segment], live: dict[str, int], t
 
 
 def run_scale(profile_path: str, pool: str, replicas: int, cluster: PoolCluster, timeout_s: float = 24 * 3600,
-              echo: Callable[[str], None] = print) -> int:
+              echo: Callable[[str], None] = print, namespace: str | None = None) -> int:
     """`slurmk8s scale`: through whichever cluster the CLI built (Kubernetes, or the profile's lab with --lab)."""
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
-    profile = read_profile(profile_path)
+    profile = read_profile(profile_path, namespace)
     checked_segments(profile, pool, replicas)  # refused before rendering or any connection
     return scale_pool(profile, render(profile), pool, replicas, cluster, timeout_s, log=echo)

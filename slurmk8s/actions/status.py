@@ -23,7 +23,7 @@ def format_status(status) -> str:
 
 def status_document(status, bundle, cluster, view=None) -> dict:
     """`status -o json|yaml`: the same sections, plus whether the cluster is healthy and why not (docs/status.md)."""
-    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.source, "server": cluster.host,
+    doc = {"cluster": bundle.cluster, "namespace": bundle.namespace, "context": cluster.context, "server": cluster.host,
             "healthy": not status.problems, "problems": list(status.problems),
             "objects": [{"ref": o.ref, "kind": o.ref.split("/", 1)[0], "name": o.ref.split("/", 1)[1], "state": o.state}
                         for o in status.objects],
@@ -74,7 +74,7 @@ def health_line(status, cluster: str) -> str:
 
 
 def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, output: str = "text",
-               note: Callable[[str], None] | None = None, fail_unhealthy: bool = False):
+               note: Callable[[str], None] | None = None, fail_unhealthy: bool = False, namespace: str | None = None):
     """Print the state of the profile's cluster (tables, or one JSON/YAML document); returns the ClusterStatus.
 
     With fail_unhealthy, a cluster with problems then raises ClusterError (one line, exit 1).
@@ -86,7 +86,7 @@ def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, 
     from slurmk8s.actions.slurmview import format_view
     from slurmk8s.actions.up import header
 
-    bundle = render_file(profile_path)
+    bundle = render_file(profile_path, namespace)
     status = cluster.status(bundle)
     view = slurm_view(status, lambda argv: cluster.slurm(bundle, argv), bundle)
     status = replace(status, problems=status.problems + view.problems)  # a degraded Slurm makes status exit 1

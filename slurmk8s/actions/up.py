@@ -22,6 +22,7 @@ class UpOptions:
     workers: int = 8
     verbose: bool = False
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
+    namespace: str | None = None  # -n: instead of the profile's metadata.namespace
 
 
 def header(bundle, cluster: Cluster) -> str:
@@ -73,7 +74,7 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
 
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    profile = read_profile(profile_path)  # once: the profile may come from stdin
+    profile = read_profile(profile_path, options.namespace)  # once: the profile may come from stdin
     bundle = render(profile)
     verb = "would be" if options.dry_run else ""
     echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")

@@ -145,8 +145,9 @@ def current_context(files: list[str]) -> str | None:
     return found
 
 
-def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
-    """Client configuration following kubectl: --kubeconfig, then KUBECONFIG, ~/.kube/config, in-cluster."""
+def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str, tuple[str | None, str | None]]:
+    """Client configuration following kubectl: --kubeconfig, then KUBECONFIG, ~/.kube/config, in-cluster;
+    with where it came from, as a sentence and as (context name, kubeconfig file), both None in-cluster."""
     cfg = k8s_client.Configuration()
     files = kubeconfig_files(access)
     try:
@@ -164,12 +165,12 @@ def load_configuration(access: Access) -> tuple[k8s_client.Configuration, str]:
             except Exception as e:  # a kubeconfig whose entries have the wrong shape (a list for a map, ...)
                 raise ClusterError(f"cannot load Kubernetes credentials from {source}: malformed kubeconfig "
                                    f"({type(e).__name__}: {_one_line(str(e))})") from e
-            return cfg, f"context {context or '(none)'} of {source}"
+            return cfg, f"context {context or '(none)'} of {source}", (context, source)
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             if access.context:
                 raise ClusterError(f"--context {access.context}: no kubeconfig found, and in-cluster access has no contexts")
             k8s_config.load_incluster_config(client_configuration=cfg)
-            return cfg, "in-cluster service account"
+            return cfg, "in-cluster service account", (None, None)
     except ConfigException as e:
         raise ClusterError(f"cannot load Kubernetes credentials: {_one_line(str(e))}") from e
     except FileNotFoundError as e:
@@ -185,12 +186,14 @@ def request_budget(timeout: float) -> float:
 
 def connect(access: Access, verbose: bool = False, pool_size: int = 16, timeout: float = DEFAULT_TIMEOUT) -> Kube:
     """A Kube for the cluster that access names (no request is made yet); timeout bounds each request."""
-    cfg, source = load_configuration(access)
+    cfg, source, (context, kubeconfig) = load_configuration(access)
     cfg.connection_pool_maxsize = pool_size
     # urllib3 retries: one retry on connect so an unreachable server fails in seconds, not minutes.
     # Status retries are Kube.request's own (it honours Retry-After within the timeout).
     cfg.retries = urllib3.Retry(total=2, connect=1, read=0, status=0, backoff_factor=0.2, raise_on_status=False)
-    return Kube(k8s_client.ApiClient(cfg), source, verbose=verbose, timeout=timeout)
+    kube = Kube(k8s_client.ApiClient(cfg), source, verbose=verbose, timeout=timeout)
+    kube.context_name, kube.kubeconfig = context, kubeconfig
+    return kube
 
 
 class Kube:
@@ -202,6 +205,8 @@ class Kube:
         self.api = api_client
         self.host = api_client.configuration.host
         self.source = source
+        self.context_name: str | None = None  # the kubeconfig context and file; None in-cluster
+        self.kubeconfig: str | None = None
         self.verbose = verbose
         self.timeout = timeout
         self._sleep = sleep

@@ -47,6 +47,11 @@ class KubeCluster:
         return self.kube.source
 
     @property
+    def context(self) -> dict[str, str | None]:
+        """The kubeconfig context, its file and the API server, for -o json|yaml (name and file None in-cluster)."""
+        return {"name": self.kube.context_name, "file": self.kube.kubeconfig, "server": self.kube.host}
+
+    @property
     def host(self) -> str:
         return self.kube.host
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from kubernetes import client as k8s_client
@@ -12,6 +13,23 @@ from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube
 
 ExecFn = Callable[[list[str]], str]
+
+# The websocket library's words for a refused upgrade (websocket/_handshake.py), which kubernetes.stream
+# passes on as an ApiException's reason.
+_HANDSHAKE_STATUS = re.compile(r"^Handshake status (\d{3})\b")
+
+
+class ExecRefused(ClusterError):
+    """The API server refused the exec itself (401, 403, 404): asking again will not help, so waits stop at once."""
+
+
+def refusal_hint(status: int, namespace: str) -> str:
+    """What to check when an exec is refused."""
+    if status == 401:
+        return "the credentials were rejected; log in again or choose another --context"
+    gone = "the pod is gone, or the API server does not serve exec; else " if status == 404 else ""
+    return (f"{gone}the credentials need RBAC permission to create pods/exec in namespace {namespace} "
+            f"(check: kubectl auth can-i create pods/exec -n {namespace})")
 
 
 def exec_in_pod(kube: Kube, namespace: str, pod: str, container: str, command: list[str], timeout: float = 30) -> str:
@@ -29,8 +47,11 @@ def exec_in_pod(kube: Kube, namespace: str, pod: str, container: str, command: l
         ws.close()
     except k8s_client.ApiException as e:
         # The websocket handshake error carries headers and body after ' -+-+- '.
-        reason = str(e.reason or "").split(" -+-+- ")[0]
-        raise ClusterError(f"{what}: {' '.join(reason.split())}") from e
+        reason = " ".join(str(e.reason or "").split(" -+-+- ")[0].split())
+        refused = _HANDSHAKE_STATUS.match(reason)
+        if refused and int(refused.group(1)) in (401, 403, 404):
+            raise ExecRefused(f"{what}: {reason}: {refusal_hint(int(refused.group(1)), namespace)}") from e
+        raise ClusterError(f"{what}: {reason}") from e
     except Exception as e:  # the websocket library raises its own hierarchy and OSErrors
         raise ClusterError(f"{what}: {type(e).__name__}: {' '.join(str(e).split())}") from e
     if rc is None:

@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
+from slurmk8s.kube.execpod import ExecRefused
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle
@@ -195,6 +196,8 @@ class Waiter:
             try:
                 missing = unregistered(expected, parse_sinfo_nodes(self.exec_in_controller(SINFO_NODES)))
                 last_problem = ", ".join(f"{n} ({s})" for n, s in sorted(missing.items()))
+            except ExecRefused:
+                raise  # RBAC or a missing pod: no retry fixes it
             except ClusterError as e:
                 missing, last_problem = {"?": "?"}, str(e)
             if not missing:

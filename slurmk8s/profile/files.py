@@ -5,6 +5,7 @@ The one module of the core that reads files: load_profile (loader.py) parses byt
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -17,8 +18,14 @@ STDIN_SOURCE = "<stdin>"
 _stdin_data: bytes | None = None  # stdin is read once; a command may load its profile twice
 
 
-def read_profile(path: str | Path) -> Profile:
-    """Load and validate the profile at path, '-' for standard input (exit code 2 on any problem)."""
+def read_profile(path: str | Path, namespace: str | None = None) -> Profile:
+    """Load and validate the profile at path, '-' for standard input (exit code 2 on any problem); a namespace
+    given (the CLI's -n, a DNS-1123 label it checked) replaces metadata.namespace, as helm's -n does."""
+    profile = _read_profile(path)
+    return profile if namespace is None else dataclasses.replace(profile, namespace=namespace)
+
+
+def _read_profile(path: str | Path) -> Profile:
     if str(path) == STDIN:
         return load_profile(_read_stdin(), STDIN_SOURCE)
     p = Path(path)

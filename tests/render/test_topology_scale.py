@@ -45,7 +45,8 @@ def test_scale_up_fills_leaves_in_node_order(profile, bundle):
     cluster = FakePoolCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, cluster="t")
     assert scale_pool(profile, bundle, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
-    assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"]]
+    assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"],
+                                ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N|%t|%E"]]
 
 
 def test_scale_takes_the_pool_from_the_profile_not_from_annotations_render_wrote(profile, bundle):
@@ -82,8 +83,9 @@ def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(profile, bund
     assert scale_pool(profile, bundle, "cpu", 3, cluster, log=lambda line: None, poll_s=0) == 5
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
     assert cluster.commands[0] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N %t"]  # none powering down
-    assert cluster.commands[1][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
-    assert cluster.commands[1][3] == "state=drain"
+    assert cluster.commands[1] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N|%t|%E"]  # none drained
+    assert cluster.commands[2][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
+    assert cluster.commands[2][3] == "state=drain"
 
 
 def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch):
