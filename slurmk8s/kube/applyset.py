@@ -26,12 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj
-from slurmk8s.kube.ownership import FIELD_MANAGER, key_of, managed_by_us, owned_selector
+from slurmk8s.kube.ownership import FIELD_MANAGER, LABEL_PART_OF, key_of, managed_by_us, owned_selector
 from slurmk8s.kube.resources import BUILTIN, PRUNABLE, Resolver, Resource, builtin
 from slurmk8s.render import Bundle
 
 LABEL_ID = "applyset.kubernetes.io/id"
-LABEL_PART_OF = "applyset.kubernetes.io/part-of"
 ANNOTATION_TOOLING = "applyset.kubernetes.io/tooling"
 ANNOTATION_GROUP_KINDS = "applyset.kubernetes.io/contains-group-kinds"
 TOOLING = "slurmk8s"

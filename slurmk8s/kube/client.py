@@ -64,8 +64,24 @@ class Response:
     body: Obj
     what: str = ""
 
+    def object_of(self, kind: str, name: str) -> Obj:
+        """The body as the object asked for: a reply of another kind or name, or without an apiVersion,
+        is a ClusterError (a server answering `{}` must not pass for the object)."""
+        meta = self.body.get("metadata")
+        found = (self.body.get("kind"), meta.get("name") if isinstance(meta, dict) else None)
+        if found != (kind, name) or not isinstance(self.body.get("apiVersion"), str):
+            got = f"kind {found[0]!r}, apiVersion {self.body.get('apiVersion')!r}, metadata.name {found[1]!r}"
+            raise KubeApiError(f"{self.what}: malformed reply from the Kubernetes API: expected {kind}/{name}, got "
+                               f"{_one_line(got)[:200]}", self.status, json.dumps(self.body)[:2000])
+        return self.body
+
     def items(self) -> list[Obj]:
         """The objects of a list reply; a reply that is not one is a ClusterError, not a KeyError later."""
+        kind = self.body.get("kind")
+        if not (isinstance(kind, str) and kind.endswith("List") and isinstance(self.body.get("apiVersion"), str)):
+            raise KubeApiError(f"{self.what}: malformed reply from the Kubernetes API: expected a list (kind *List, "
+                               f"with an apiVersion), got kind {_one_line(repr(kind))[:80]}", self.status,
+                               json.dumps(self.body)[:2000])
         items = self.body.get("items")
         if items is None:
             return []
