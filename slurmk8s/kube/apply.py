@@ -266,6 +266,7 @@ class Applier:
         if self.dry_run:
             return self._dry_apply(obj, stage, resource, path, what)
         result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
+        result.object_of(obj["kind"], obj["metadata"]["name"])  # the object applied, not a reply that passes for it
         before = owned.get(key_of(obj))
         if result.status == 201:
             action = CREATED
@@ -282,9 +283,10 @@ class Applier:
             # The API refuses even a dry run into a namespace that does not exist yet.
             return Change(object_ref(obj), CREATED, stage, None, stripped(obj))
         live = self.kube.request("GET", path, what=f"read {object_ref(obj)}", tolerate=(404,))
-        before = stripped(live.body) if live.status == 200 else None
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        before = stripped(live.object_of(kind, name)) if live.status == 200 else None
         result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
-        after = stripped(result.body)
+        after = stripped(result.object_of(kind, name))
         if obj["kind"] == "Namespace" and before is None:
             self._namespace_missing = True
         if before is None:
@@ -311,7 +313,10 @@ class Applier:
                                  query=[("fieldManager", FIELD_MANAGER)],
                                  body=with_membership(make_secret(required), self.applyset.id), tolerate=(409,))
         # 409: someone created it between our GET and POST; theirs stays.
-        return Change(ref, KEPT if made.status == 409 else CREATED, "secrets")
+        if made.status == 409:
+            return Change(ref, KEPT, "secrets")
+        made.object_of("Secret", required.name)
+        return Change(ref, CREATED, "secrets")
 
     def prune_candidates(self, owned: dict[tuple[str, str], Obj]) -> list[Obj]:
         """Members of the inventory the bundle no longer has, of any kind (never Namespaces, Secrets, PVCs)."""
@@ -349,7 +354,8 @@ def preflight(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolEx
         if found.status == 404:
             return (f"Secret/{name} in namespace {ns} does not exist, and the profile's pods need it (keys: "
                     f"{', '.join(keys)}): create it first, e.g. kubectl -n {ns} create secret generic {name} {example}")
-        data = {**(found.body.get("data") or {}), **(found.body.get("stringData") or {})}
+        secret = found.object_of("Secret", name)
+        data = {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
         missing = [k for k in keys if k not in data]
         if missing:
             return (f"Secret/{name} in namespace {ns} has no key {', '.join(missing)}, which the profile's pods "
@@ -434,6 +440,8 @@ def ensure_secrets(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSe
     namespace = bundle.find("Namespace", bundle.namespace)
     found = kube.request("GET", builtin("v1", "Namespace").item(None, bundle.namespace),
                          what=f"read Namespace/{bundle.namespace}", tolerate=(404,))
+    if found.status == 200:
+        found.object_of("Namespace", bundle.namespace)
     changes: list[Change] = []
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="secrets") as pool:
         if found.status == 404:

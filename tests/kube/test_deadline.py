@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import KIND_DEV
-from test_safety import slurmk8s_run
+from test_safety import one_line, slurmk8s_run
 
 DRIP_SECONDS = 0.5
 
@@ -107,3 +107,28 @@ def test_a_reply_larger_than_the_cap_is_refused(bad_server, mode):
     run = slurmk8s_run("status", KIND_DEV, "--timeout", "20", "--kubeconfig", kubeconfig, timeout=60)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     assert "reply is larger than 64 MiB; refused" in run.stderr, run.stderr
+
+
+# ---------------------------------------------------------------- replies that are not what was asked (item 23)
+
+@pytest.mark.parametrize("command", [["rollout"], ["secrets", "create"], ["up", "--no-wait"], ["diff"], ["status"],
+                                     ["down", "--yes"], ["down", "--dry-run"]])
+def test_a_server_answering_an_empty_object_fails_every_command(stub, kubeconfig, command):
+    """N19: `{}` for everything made rollout and `secrets create` report success, and up blame a phantom parent."""
+    stub.reply(200, {}, when=lambda r: True)
+    verb = [c for c in command if not c.startswith("--")]
+    flags = [c for c in command if c.startswith("--")]
+    run = slurmk8s_run(*verb, KIND_DEV, *flags, "--kubeconfig", kubeconfig)
+    assert run.returncode not in (0, None) and "Traceback" not in run.stderr, (run.stdout, run.stderr)
+    assert "malformed reply from the Kubernetes API" in run.stderr, run.stderr
+    assert "is not the ApplySet parent" not in run.stderr
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_a_malformed_applyset_parent_is_one_line(stub, kubeconfig, dry_run):
+    """N17: `metadata` a string in the parent's reply was an AttributeError in read_parent."""
+    stub.reply(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": "notadict"},
+               when=lambda r: r.path.endswith("/configmaps/dev-applyset"))
+    run = slurmk8s_run("down", KIND_DEV, "--yes", *dry_run, "--kubeconfig", kubeconfig)
+    assert one_line(run, 1).startswith(
+        "read ConfigMap/dev-applyset: malformed reply from the Kubernetes API: expected ConfigMap/dev-applyset")
