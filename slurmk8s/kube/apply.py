@@ -99,7 +99,7 @@ def adopt_keys(bundle: Bundle, adopt: tuple[str, ...]) -> frozenset[tuple[str, s
             raise UsageError(f"--adopt {value}: an existing Secret is always kept and used as is; there is nothing "
                              "to adopt")
         if key not in wanted:
-            example = next(f"{k}/{n}" for k, n in sorted(wanted) if k == "ConfigMap")
+            example = next((f"{k}/{n}" for k, n in sorted(wanted) if k == "ConfigMap"), "ConfigMap/NAME")
             raise UsageError(f"--adopt {value}: the profile applies no such object (expected KIND/NAME of one of its "
                              f"objects, e.g. {example})")
         keys.add(key)
@@ -117,21 +117,24 @@ def check_ownership(kube: Kube, bundle: Bundle, resolver: Resolver, pool: Thread
     adopted = adopt_keys(bundle, adopt)
     ns, cluster = bundle.namespace, bundle.cluster
 
-    def unclaimed(obj: Obj) -> tuple[str, str] | None:
+    def unclaimed(obj: Obj) -> tuple[tuple[str, str], str] | None:
+        """(key, where it is) of obj when it exists and is someone else's."""
         resource = resolver.of(obj)
         found = kube.request("GET", resource.item(obj["metadata"].get("namespace"), obj["metadata"]["name"]),
                              what=f"read {object_ref(obj)}", tolerate=(404,))
         if found.status == 404:
             return None
         live = found.object_of(obj["kind"], obj["metadata"]["name"])
-        return None if claimed(live, cluster, set_id) else key_of(obj)
+        where = f"in namespace {ns}" if resource.namespaced else "(cluster-scoped)"
+        return None if claimed(live, cluster, set_id) else (key_of(obj), where)
 
-    found = {key for key in pool.map(unclaimed, bundle.objects) if key is not None}
+    where_of = dict(item for item in pool.map(unclaimed, bundle.objects) if item is not None)
+    found = set(where_of)
     kept = {key for key in found if key[0] == "Namespace" and key not in adopted}
     refused = sorted(found - kept - adopted)
     if refused:
-        lines = [f"{kind}/{name} exists in namespace {ns} but was not created by slurmk8s for cluster {cluster}: "
-                 f"refusing to take it over; to hand it to slurmk8s on purpose (`down` then deletes it), "
+        lines = [f"{kind}/{name} exists {where_of[kind, name]} but was not created by slurmk8s for cluster "
+                 f"{cluster}: refusing to take it over; to hand it to slurmk8s on purpose (`down` then deletes it), "
                  f"add --adopt {kind}/{name}" for kind, name in refused]
         lines.append(f"nothing was written: {len(refused)} object(s) of someone else have the names this profile uses")
         raise ClusterError("\n".join(lines))

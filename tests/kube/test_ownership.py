@@ -135,3 +135,14 @@ def test_down_of_a_namespace_that_does_not_exist_keeps_nothing(stub, kubeconfig)
     """Issue 24 item 27: no `kept: Namespace/...` for a namespace that is not there."""
     out = down(kubeconfig)
     assert not [line for line in out if "Namespace/slurm" in line], out
+
+
+def test_a_cluster_scoped_object_is_named_without_a_namespace(stub, up):
+    stub.seed("/apis/rbac.authorization.k8s.io/v1/clusterroles",
+              {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "slurmk8s-slurm-dev-nodes"}, "rules": []}, managers=("kubectl-create",))
+    with pytest.raises(ClusterError) as refused:
+        up(KIND_DEV)
+    assert str(refused.value).startswith("ClusterRole/slurmk8s-slurm-dev-nodes exists (cluster-scoped) but was not "
+                                         "created by slurmk8s for cluster dev")
+    assert writes(stub) == []
