@@ -53,8 +53,12 @@ class Cluster(PoolCluster, Protocol):
 
     def apply(self, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
               force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
-              before_writes: Callable[[], None] | None = None) -> Plan:
-        """Server-side apply the bundle in stages (or dry-run it), Secrets created once, leftovers pruned."""
+              before_writes: Callable[[], None] | None = None, adopt: tuple[str, ...] = ()) -> Plan:
+        """Server-side apply the bundle in stages (or dry-run it), Secrets created once, leftovers pruned;
+        an existing object someone else made is refused unless adopt names it (KIND/NAME)."""
+
+    def refuse_unowned(self, bundle: Bundle, adopt: tuple[str, ...] = ()) -> None:
+        """ClusterError when an object of the bundle exists and is neither this cluster's nor adopted."""
 
     def ensure_secrets(self, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj],
                        progress: Callable[[str], None]) -> Plan:

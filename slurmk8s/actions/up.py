@@ -23,6 +23,7 @@ class UpOptions:
     verbose: bool = False
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
     namespace: str | None = None  # -n: instead of the profile's metadata.namespace
+    adopt: tuple[str, ...] = ()  # KIND/NAME of existing objects someone else made, handed to slurmk8s on purpose
 
 
 def header(bundle, cluster: Cluster) -> str:
@@ -82,11 +83,12 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
     live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write
     if not options.dry_run:
+        cluster.refuse_unowned(bundle, options.adopt)  # before the writes below, not only the apply's
         for name in cluster.clear_rolling_update(bundle):
             echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
         upgrade_slurmdbd_first(cluster, bundle, live_versions, lambda first: cluster.apply(
             first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
-            prune=False), timeout=options.timeout, progress=progress)
+            prune=False, adopt=options.adopt), timeout=options.timeout, progress=progress)
 
     def pools_into_range() -> None:
         """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
@@ -99,15 +101,17 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     if not options.dry_run:
         # Before writing: which pods the change restarts and why, and what Slurm takes in place.
         preview = cluster.apply(bundle, secret_factory(bundle), workers=options.workers, dry_run=True,
-                                force_conflicts=options.force_conflicts, prune=options.prune)
+                                force_conflicts=options.force_conflicts, prune=options.prune, adopt=options.adopt)
         day_two = day_two_of_plan(preview, bundle, profile.version)
         for line in day_two.lines():
             echo(line)
     plan = cluster.apply(bundle, secret_factory(bundle), workers=options.workers,
                          force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
-                         before_writes=pools_into_range)
+                         before_writes=pools_into_range, adopt=options.adopt)
     for change in plan.changes:
-        if options.verbose or change.action not in quiet:
+        if change.note:
+            echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}: {change.note}")
+        elif options.verbose or change.action not in quiet:
             echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
     if options.dry_run:
         for line in day_two_of_plan(plan, bundle, profile.version).lines():

@@ -2,22 +2,24 @@
 
 Before any write, a preflight reads what the bundle needs: every kind it applies is served (a CRD
 such as KEDA's installed) and every Secret it refers to but `up` does not create (an external
-database's password) exists with its key. Every object joins one inventory (kube/applyset.py), which
+database's password) exists with its key, and no object it would write over belongs to someone
+else (kube/ownership.py: `claimed`). Every object joins one inventory (kube/applyset.py), which
 prune and `down` read.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.errors import ClusterError
+from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.kube.client import APPLY_PATCH, Kube, Obj, dig
 from slurmk8s.kube.applyset import DATA_KINDS, ApplySet, bundle_kinds, kinds_of, with_membership
-from slurmk8s.kube.ownership import FIELD_MANAGER, foreign_selector, key_of, managed_by_us, owner_of
+from slurmk8s.kube.ownership import FIELD_MANAGER, claimed, foreign_selector, key_of, managed_by_us, owner_of
 from slurmk8s.kube.resources import Resolver, Resource, builtin
 from slurmk8s.kube.stages import SECRETS, STAGE_NAMES, group_by_stage, object_ref
 from slurmk8s.render import Bundle, RequiredSecret
@@ -27,6 +29,9 @@ VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "c
 
 CREATED, CONFIGURED, UNCHANGED, PRUNED, KEPT = "created", "configured", "unchanged", "pruned", "kept"
 ACTIONS = (CREATED, CONFIGURED, UNCHANGED, PRUNED, KEPT)
+# Said next to an object `up` found in place and did not make: what it did with it.
+USED_AS_IS = "exists, not created by slurmk8s, used as is (never written, never deleted)"
+ADOPTED = "adopted on purpose (--adopt): slurmk8s manages it from now on, and `down` deletes it"
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Change:
     stage: str
     before: Obj | None = None
     after: Obj | None = None
+    note: str = ""  # why an existing object was kept or taken over (USED_AS_IS, ADOPTED)
 
 
 @dataclass(frozen=True)
@@ -72,11 +78,83 @@ def stripped(obj: Obj | None) -> Obj | None:
     return out
 
 
+@dataclass(frozen=True)
+class Ownership:
+    """The bundle's objects that exist already and are not this cluster's, once `up` may go on."""
+
+    kept: frozenset[tuple[str, str]] = frozenset()  # used as they are, never applied: a Namespace someone made
+    adopted: frozenset[tuple[str, str]] = frozenset()  # taken over, as --adopt asked
+
+
+def adopt_keys(bundle: Bundle, adopt: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """--adopt KIND/NAME values as (kind, name) of the bundle's objects (the kind in any case); UsageError else."""
+    kinds = {o["kind"].lower(): o["kind"] for o in bundle.objects}
+    wanted = {key_of(o) for o in bundle.objects}
+    secrets = {s.name for s in bundle.secrets}
+    keys = set()
+    for value in adopt:
+        kind, _, name = value.partition("/")
+        key = (kinds.get(kind.lower(), kind), name)
+        if key[0].lower() == "secret" and name in secrets:
+            raise UsageError(f"--adopt {value}: an existing Secret is always kept and used as is; there is nothing "
+                             "to adopt")
+        if key not in wanted:
+            example = next((f"{k}/{n}" for k, n in sorted(wanted) if k == "ConfigMap"), "ConfigMap/NAME")
+            raise UsageError(f"--adopt {value}: the profile applies no such object (expected KIND/NAME of one of its "
+                             f"objects, e.g. {example})")
+        keys.add(key)
+    return frozenset(keys)
+
+
+def check_ownership(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolExecutor, set_id: str,
+                    adopt: tuple[str, ...] = ()) -> Ownership:
+    """Before any write: ClusterError naming every object of the bundle that exists already but carries
+    neither this cluster's instance label nor membership of its ApplySet, unless adopted.
+
+    Server-side apply merges into such an object without a conflict, and `down` would then delete it
+    (helm calls this "invalid ownership metadata"). A Namespace someone else made is used as is.
+    """
+    adopted = adopt_keys(bundle, adopt)
+    ns, cluster = bundle.namespace, bundle.cluster
+
+    def unclaimed(obj: Obj) -> tuple[tuple[str, str], str] | None:
+        """(key, where it is) of obj when it exists and is someone else's."""
+        resource = resolver.of(obj)
+        found = kube.request("GET", resource.item(obj["metadata"].get("namespace"), obj["metadata"]["name"]),
+                             what=f"read {object_ref(obj)}", tolerate=(404,))
+        if found.status == 404:
+            return None
+        live = found.object_of(obj["kind"], obj["metadata"]["name"])
+        where = f"in namespace {ns}" if resource.namespaced else "(cluster-scoped)"
+        return None if claimed(live, cluster, set_id) else (key_of(obj), where)
+
+    where_of = dict(item for item in pool.map(unclaimed, bundle.objects) if item is not None)
+    found = set(where_of)
+    kept = {key for key in found if key[0] == "Namespace" and key not in adopted}
+    refused = sorted(found - kept - adopted)
+    if refused:
+        lines = [f"{kind}/{name} exists {where_of[kind, name]} but was not created by slurmk8s for cluster "
+                 f"{cluster}: refusing to take it over; to hand it to slurmk8s on purpose (`down` then deletes it), "
+                 f"add --adopt {kind}/{name}" for kind, name in refused]
+        lines.append(f"nothing was written: {len(refused)} object(s) of someone else have the names this profile uses")
+        raise ClusterError("\n".join(lines))
+    return Ownership(frozenset(kept), frozenset(found & adopted))
+
+
+def refuse_unowned(kube: Kube, bundle: Bundle, adopt: tuple[str, ...] = (), workers: int = 8) -> None:
+    """refuse_foreign and check_ownership on their own, for a command that writes before it applies the bundle."""
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ownership") as pool:
+        resolver = Resolver(kube)
+        refuse_foreign(kube, bundle, resolver, pool)
+        check_ownership(kube, bundle, resolver, pool, ApplySet(kube, bundle, resolver).id, adopt)
+
+
 class Applier:
     """Applies one bundle; objects of a stage go out in parallel on `workers` threads."""
 
     def __init__(self, kube: Kube, bundle: Bundle, *, workers: int = 8, force_conflicts: bool = False,
-                 dry_run: bool = False, progress: Callable[[str], None] = lambda line: None):
+                 dry_run: bool = False, progress: Callable[[str], None] = lambda line: None,
+                 adopt: tuple[str, ...] = ()):
         self.kube = kube
         self.bundle = bundle
         self.resolver = Resolver(kube)
@@ -86,6 +164,8 @@ class Applier:
         self.progress = progress
         self._namespace_missing = False
         self.applyset = ApplySet(kube, bundle, self.resolver)
+        self.adopt = adopt
+        self.ownership = Ownership()
 
     def run(self, make_secret: Callable[[RequiredSecret], Obj], prune: bool = True,
             before_writes: Callable[[], None] | None = None) -> Plan:
@@ -102,6 +182,8 @@ class Applier:
             preflight(self.kube, self.bundle, self.resolver, pool)
             refuse_foreign(self.kube, self.bundle, self.resolver, pool)
             self.applyset.read_parent()
+            self.ownership = check_ownership(self.kube, self.bundle, self.resolver, pool, self.applyset.id,
+                                             self.adopt)
             if before_writes is not None:
                 before_writes()
             wanted_kinds = bundle_kinds(self.bundle)
@@ -172,6 +254,13 @@ class Applier:
 
     def apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
         """Server-side apply one object; owned (the earlier state) tells unchanged from configured."""
+        key = key_of(obj)
+        if key in self.ownership.kept:
+            return Change(object_ref(obj), KEPT, stage, note=USED_AS_IS)
+        change = self._apply_object(obj, stage, owned)
+        return dataclasses.replace(change, note=ADOPTED) if key in self.ownership.adopted else change
+
+    def _apply_object(self, obj: Obj, stage: str, owned: dict[tuple[str, str], Obj]) -> Change:
         resource = self.resolver.of(obj)
         obj = with_membership(self.keep_elastic_replicas(obj, resource), self.applyset.id)
         ns = obj["metadata"].get("namespace")
@@ -180,6 +269,7 @@ class Applier:
         if self.dry_run:
             return self._dry_apply(obj, stage, resource, path, what)
         result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
+        result.object_of(obj["kind"], obj["metadata"]["name"])  # the object applied, not a reply that passes for it
         before = owned.get(key_of(obj))
         if result.status == 201:
             action = CREATED
@@ -196,9 +286,10 @@ class Applier:
             # The API refuses even a dry run into a namespace that does not exist yet.
             return Change(object_ref(obj), CREATED, stage, None, stripped(obj))
         live = self.kube.request("GET", path, what=f"read {object_ref(obj)}", tolerate=(404,))
-        before = stripped(live.body) if live.status == 200 else None
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        before = stripped(live.object_of(kind, name)) if live.status == 200 else None
         result = self.kube.request("PATCH", path, what=what, query=self._query(), body=obj, content_type=APPLY_PATCH)
-        after = stripped(result.body)
+        after = stripped(result.object_of(kind, name))
         if obj["kind"] == "Namespace" and before is None:
             self._namespace_missing = True
         if before is None:
@@ -216,7 +307,8 @@ class Applier:
         ns = self.bundle.namespace
         found = self.kube.request("GET", resource.item(ns, required.name), what=f"read {ref}", tolerate=(404,))
         if found.status == 200:
-            return Change(ref, KEPT, "secrets")
+            ours = claimed(found.object_of("Secret", required.name), self.bundle.cluster, self.applyset.id)
+            return Change(ref, KEPT, "secrets", note="" if ours else USED_AS_IS)
         if self.dry_run:
             # Key material is never sent, not even to a dry run.
             return Change(ref, CREATED, "secrets")
@@ -224,7 +316,10 @@ class Applier:
                                  query=[("fieldManager", FIELD_MANAGER)],
                                  body=with_membership(make_secret(required), self.applyset.id), tolerate=(409,))
         # 409: someone created it between our GET and POST; theirs stays.
-        return Change(ref, KEPT if made.status == 409 else CREATED, "secrets")
+        if made.status == 409:
+            return Change(ref, KEPT, "secrets")
+        made.object_of("Secret", required.name)
+        return Change(ref, CREATED, "secrets")
 
     def prune_candidates(self, owned: dict[tuple[str, str], Obj]) -> list[Obj]:
         """Members of the inventory the bundle no longer has, of any kind (never Namespaces, Secrets, PVCs)."""
@@ -262,7 +357,8 @@ def preflight(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadPoolEx
         if found.status == 404:
             return (f"Secret/{name} in namespace {ns} does not exist, and the profile's pods need it (keys: "
                     f"{', '.join(keys)}): create it first, e.g. kubectl -n {ns} create secret generic {name} {example}")
-        data = {**(found.body.get("data") or {}), **(found.body.get("stringData") or {})}
+        secret = found.object_of("Secret", name)
+        data = {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
         missing = [k for k in keys if k not in data]
         if missing:
             return (f"Secret/{name} in namespace {ns} has no key {', '.join(missing)}, which the profile's pods "
@@ -329,13 +425,14 @@ def refuse_foreign(kube: Kube, bundle: Bundle, resolver: Resolver, pool: ThreadP
 def apply_bundle(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
                  force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
                  progress: Callable[[str], None] = lambda line: None,
-                 before_writes: Callable[[], None] | None = None) -> Plan:
+                 before_writes: Callable[[], None] | None = None, adopt: tuple[str, ...] = ()) -> Plan:
     """Server-side apply a bundle (or dry-run it), creating missing Secrets once and pruning leftovers.
 
     before_writes runs once the preflight passed and before the first write (in a dry run too).
+    adopt: KIND/NAME of existing objects someone else made that the user hands to slurmk8s.
     """
     applier = Applier(kube, bundle, workers=workers, force_conflicts=force_conflicts, dry_run=dry_run,
-                      progress=progress)
+                      progress=progress, adopt=adopt)
     return applier.run(make_secret, prune=prune, before_writes=before_writes)
 
 
@@ -346,6 +443,8 @@ def ensure_secrets(kube: Kube, bundle: Bundle, make_secret: Callable[[RequiredSe
     namespace = bundle.find("Namespace", bundle.namespace)
     found = kube.request("GET", builtin("v1", "Namespace").item(None, bundle.namespace),
                          what=f"read Namespace/{bundle.namespace}", tolerate=(404,))
+    if found.status == 200:
+        found.object_of("Namespace", bundle.namespace)
     changes: list[Change] = []
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="secrets") as pool:
         if found.status == 404:

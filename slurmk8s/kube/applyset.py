@@ -26,12 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj
-from slurmk8s.kube.ownership import FIELD_MANAGER, key_of, managed_by_us, owned_selector
+from slurmk8s.kube.ownership import FIELD_MANAGER, LABEL_PART_OF, key_of, managed_by_us, owned_selector
 from slurmk8s.kube.resources import BUILTIN, PRUNABLE, Resolver, Resource, builtin
 from slurmk8s.render import Bundle
 
 LABEL_ID = "applyset.kubernetes.io/id"
-LABEL_PART_OF = "applyset.kubernetes.io/part-of"
 ANNOTATION_TOOLING = "applyset.kubernetes.io/tooling"
 ANNOTATION_GROUP_KINDS = "applyset.kubernetes.io/contains-group-kinds"
 TOOLING = "slurmk8s"
@@ -96,8 +95,10 @@ class ApplySet:
         if found.status == 404:
             self.parent = None
             return None
-        meta = found.body.get("metadata") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        meta = found.object_of(PARENT_KIND, self.name)["metadata"]
+        labels, annotations = meta.get("labels"), meta.get("annotations")
+        labels = labels if isinstance(labels, dict) else {}
+        annotations = annotations if isinstance(annotations, dict) else {}
         tooling = str(annotations.get(ANNOTATION_TOOLING, ""))
         if labels.get(LABEL_ID) != self.id or not tooling.startswith(f"{TOOLING}/"):
             raise ClusterError(f"{PARENT_KIND}/{self.name} in namespace {self.bundle.namespace} is not the ApplySet "
@@ -169,7 +170,7 @@ class ApplySet:
         result = self.kube.request("PATCH", self._parent_resource.item(self.bundle.namespace, self.name),
                                    what=f"apply {PARENT_KIND}/{self.name}", query=[("fieldManager", FIELD_MANAGER)],
                                    body=parent, content_type="application/apply-patch+yaml")
-        self.parent = result.body
+        self.parent = result.object_of(PARENT_KIND, self.name)
 
     def delete_parent(self, dry_run: bool = False) -> None:
         """Remove the parent (`down --delete-data`: nothing of the set is left)."""

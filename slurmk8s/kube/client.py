@@ -34,6 +34,11 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # plane, but no single answer takes half a minute. Both shrink to what --timeout leaves.
 CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 30.0
 DEFAULT_TIMEOUT = 60.0  # a request and its retries, when the command has no --timeout
+DEADLINE_SLACK = 0.5  # past a request's deadline, for its thread to report its own error first
+# A reply body larger than this is refused: our label-selected lists in one namespace stay far below
+# it, and a runaway reply (a proxy's, or 200 MB of some other list) must not take the memory.
+MAX_REPLY_BYTES = 64 << 20
+CHUNK_BYTES = 1 << 16
 # Statuses that say "try again": too many requests, and a gateway or server that is briefly away.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 8.0
@@ -64,8 +69,24 @@ class Response:
     body: Obj
     what: str = ""
 
+    def object_of(self, kind: str, name: str) -> Obj:
+        """The body as the object asked for: a reply of another kind or name, or without an apiVersion,
+        is a ClusterError (a server answering `{}` must not pass for the object)."""
+        meta = self.body.get("metadata")
+        found = (self.body.get("kind"), meta.get("name") if isinstance(meta, dict) else None)
+        if found != (kind, name) or not isinstance(self.body.get("apiVersion"), str):
+            got = f"kind {found[0]!r}, apiVersion {self.body.get('apiVersion')!r}, metadata.name {found[1]!r}"
+            raise KubeApiError(f"{self.what}: malformed reply from the Kubernetes API: expected {kind}/{name}, got "
+                               f"{_one_line(got)[:200]}", self.status, json.dumps(self.body)[:2000])
+        return self.body
+
     def items(self) -> list[Obj]:
         """The objects of a list reply; a reply that is not one is a ClusterError, not a KeyError later."""
+        kind = self.body.get("kind")
+        if not (isinstance(kind, str) and kind.endswith("List") and isinstance(self.body.get("apiVersion"), str)):
+            raise KubeApiError(f"{self.what}: malformed reply from the Kubernetes API: expected a list (kind *List, "
+                               f"with an apiVersion), got kind {_one_line(repr(kind))[:80]}", self.status,
+                               json.dumps(self.body)[:2000])
         items = self.body.get("items")
         if items is None:
             return []
@@ -270,17 +291,38 @@ class Kube:
 
     def _send(self, method: str, path: str, what: str, query: list, headers: dict, body: Obj | None,
               end: float) -> tuple[int, bytes, float | None]:
-        """One attempt: (status, body bytes, Retry-After seconds or None)."""
+        """One attempt: (status, body bytes, Retry-After seconds or None), over by `end` as a whole.
+
+        urllib3's read timeout bounds each socket read, not the reply: a server sending a byte every
+        half second would never trip it. So the attempt runs on its own thread, and the caller stops
+        waiting at the deadline; the body is read a chunk at a time, checking the deadline and its size.
+        """
         left = end - time.monotonic()
         if left <= 0:
-            raise KubeApiError(f"{what}: timed out: no answer from the Kubernetes API at {self.host} within --timeout")
+            raise self._timed_out(what)
         method_, url, headers, _, _ = self.api.param_serialize(
             method, path, query_params=query, header_params=dict(headers), auth_settings=["BearerToken"])
         started = time.monotonic()
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def attempt() -> None:
+            try:
+                raw = self.api.call_api(method_, url, header_params=headers, body=body,
+                                        _request_timeout=(min(CONNECT_TIMEOUT, left), min(READ_TIMEOUT, left)))
+                outcome["reply"] = raw, self._read_body(raw, what, end)
+            except BaseException as e:  # handed to the caller's thread as it is
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        # A daemon thread: one stuck in a stalled server's headers must not hold the process at exit.
+        threading.Thread(target=attempt, name="kube-request", daemon=True).start()
+        if not done.wait(max(0.0, end - time.monotonic()) + DEADLINE_SLACK):
+            raise self._timed_out(what)
         try:
-            raw = self.api.call_api(method_, url, header_params=headers, body=body,
-                                    _request_timeout=(min(CONNECT_TIMEOUT, left), min(READ_TIMEOUT, left)))
-            data = raw.read()
+            if "error" in outcome:
+                raise outcome["error"]
         except k8s_client.ApiException as e:
             # The client reports TLS failures this way (status 0).
             raise KubeApiError(f"{what}: cannot talk to the Kubernetes API at {self.host}: {_one_line(e.reason or '')}",
@@ -288,6 +330,7 @@ class Kube:
         except urllib3.exceptions.HTTPError as e:
             raise KubeApiError(f"{what}: cannot reach the Kubernetes API at {self.host} ({self.source}): "
                                f"{_connection_reason(e)}", detail=repr(e)) from e
+        raw, data = outcome["reply"]
         status = raw.status
         elapsed = time.monotonic() - started
         with self._lock:
@@ -295,6 +338,35 @@ class Kube:
         if self.verbose:
             self._log(f"  {method} {path} -> {status} ({elapsed * 1000:.0f} ms)")
         return status, data, _retry_after(raw, data)
+
+    def _timed_out(self, what: str) -> KubeApiError:
+        return KubeApiError(f"{what}: timed out: no complete answer from the Kubernetes API at {self.host} "
+                            "within --timeout")
+
+    def _read_body(self, raw: Any, what: str, end: float) -> bytes:
+        """The reply's body, read as it arrives: KubeApiError past the deadline or beyond MAX_REPLY_BYTES."""
+        reply = raw.response  # the urllib3 response, streamed (the client asks for no preloading)
+        too_big = KubeApiError(f"{what}: the Kubernetes API's reply is larger than {MAX_REPLY_BYTES >> 20} MiB; "
+                               "refused", raw.status)
+        read = getattr(reply, "read1", reply.read)  # read1: what has arrived, at most one socket read
+        chunks, size = [], 0
+        try:
+            length = reply.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+                raise too_big
+            while chunk := read(CHUNK_BYTES):
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise too_big
+                if time.monotonic() > end:
+                    raise self._timed_out(what)
+                chunks.append(chunk)
+        except KubeApiError:
+            reply.close()  # the rest of the body is not read: the connection cannot be reused
+            raise
+        finally:
+            reply.release_conn()
+        return b"".join(chunks)
 
 
 def _parse(data: bytes) -> Obj:

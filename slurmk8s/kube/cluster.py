@@ -10,7 +10,7 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.kube import rollout as live
-from slurmk8s.kube.apply import Plan, apply_bundle, ensure_secrets
+from slurmk8s.kube.apply import Plan, apply_bundle, ensure_secrets, refuse_unowned
 from slurmk8s.kube.client import Access, Kube, Obj, connect, dig, request_budget
 from slurmk8s.kube.execpod import exec_in_pod
 from slurmk8s.kube.inspect import ClusterStatus, cluster_status
@@ -76,9 +76,12 @@ class KubeCluster:
 
     def apply(self, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj], *, workers: int = 8,
               force_conflicts: bool = False, dry_run: bool = False, prune: bool = True,
-              before_writes: Callable[[], None] | None = None) -> Plan:
+              before_writes: Callable[[], None] | None = None, adopt: tuple[str, ...] = ()) -> Plan:
         return apply_bundle(self.kube, bundle, make_secret, workers=workers, force_conflicts=force_conflicts,
-                            dry_run=dry_run, prune=prune, before_writes=before_writes)
+                            dry_run=dry_run, prune=prune, before_writes=before_writes, adopt=adopt)
+
+    def refuse_unowned(self, bundle: Bundle, adopt: tuple[str, ...] = ()) -> None:
+        refuse_unowned(self.kube, bundle, adopt)
 
     def ensure_secrets(self, bundle: Bundle, make_secret: Callable[[RequiredSecret], Obj],
                        progress: Callable[[str], None] = lambda line: None) -> Plan:

@@ -1,4 +1,10 @@
-"""What makes an object ours: our labels AND our field manager (pure; no client import)."""
+"""What makes an object ours: our labels AND our field manager (pure; no client import).
+
+What `up` may write over, and `down` may delete, is narrower than "same name": an existing object
+must carry this cluster's instance label or its ApplySet membership (`claimed`). Anything else was
+made by someone else; server-side apply would merge into it without a conflict, so `up` refuses it
+unless the user adopts it on purpose (`--adopt KIND/NAME`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Any
 from slurmk8s import naming
 
 FIELD_MANAGER = naming.MANAGER
+LABEL_PART_OF = "applyset.kubernetes.io/part-of"
 
 
 def owned_selector(cluster: str) -> str:
@@ -34,6 +41,12 @@ def managed_by_us(obj: dict[str, Any], cluster: str) -> bool:
     """Labels alone can be copied by anyone; the field manager proves we applied the object."""
     fields = obj.get("metadata", {}).get("managedFields") or []
     return has_our_labels(obj, cluster) and any(f.get("manager") == FIELD_MANAGER for f in fields)
+
+
+def claimed(obj: dict[str, Any], cluster: str, set_id: str) -> bool:
+    """True when obj carries this cluster's instance label or membership of its ApplySet (set_id)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(naming.LABEL_INSTANCE) == cluster or labels.get(LABEL_PART_OF) == set_id
 
 
 def key_of(obj: dict[str, Any]) -> tuple[str, str]:

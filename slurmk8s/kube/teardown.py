@@ -65,6 +65,12 @@ class Teardown:
         found = [o for key, o in members.items() if key[0] not in DATA_KINDS]
         return sorted(found, key=lambda o: (-stage_of(o), key_of(o)))
 
+    def namespace_exists(self) -> bool:
+        """Whether the cluster's Namespace is there at all (what `down` says it kept)."""
+        found = self.kube.request("GET", builtin("v1", "Namespace").item(None, self.bundle.namespace),
+                                  what=f"read Namespace/{self.bundle.namespace}", tolerate=(404,))
+        return found.status == 200
+
     def data(self) -> tuple[list[Obj], list[Obj]]:
         """(ours, not ours): Secrets we created and PVCs of our StatefulSets, vs same-cluster data we leave."""
         cluster = self.bundle.cluster
@@ -133,8 +139,8 @@ def tear_down(kube: Kube, bundle: Bundle, *, delete_data: bool, wait_timeout: fl
     with ThreadPoolExecutor(max_workers=td.workers) as pool:
         # Only objects labelled for this cluster are ever deleted; same-named ones of another are said to stay.
         foreign = foreign_objects(kube, bundle, Resolver(kube), pool, skip_unserved=True)
-    kept = [f"Namespace/{bundle.namespace}"] + [f"{object_ref(o)} (belongs to cluster {owner_of(o) or '?'})"
-                                                for o in foreign]
+    kept = [f"Namespace/{bundle.namespace}"] if td.namespace_exists() else []  # not said of one that is not there
+    kept += [f"{object_ref(o)} (belongs to cluster {owner_of(o) or '?'})" for o in foreign]
     if delete_data:
         doomed += sorted(ours, key=key_of)
         kept += [f"{object_ref(o)} (not created by slurmk8s)" for o in theirs]

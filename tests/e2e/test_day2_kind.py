@@ -264,3 +264,47 @@ def test_helm_upgrade_keeps_a_burst_pools_size_and_a_second_release_is_refused(k
     finally:
         helm("uninstall", "dev", "-n", HELM_NAMESPACE, "--wait", check=False)
         kind.kubectl("delete", "namespace", HELM_NAMESPACE, "--wait=true", "--timeout=300s", check=False, timeout=360)
+
+
+def live_configmap(cluster: Cluster, name: str) -> dict:
+    return json.loads(cluster.kubectl("-n", NAMESPACE, "get", "configmap", name, "-o", "json").stdout)
+
+
+def test_up_refuses_an_object_it_did_not_create_adopts_it_only_when_asked_and_down_leaves_the_rest(dev) -> None:
+    """Issue 24 item 1 on a real API server: server-side apply merges into someone else's object without a
+    conflict, so `up` itself must refuse it; `--adopt` takes it over on purpose; `down` deletes none of theirs.
+    Last in the module: it ends with a real `down --delete-data`."""
+    cluster, profile = dev
+    taken = "dev-health"  # a ConfigMap `up` applies: ours replaced by someone else's of the same name
+    cluster.kubectl("-n", NAMESPACE, "delete", "configmap", taken)
+    cluster.kubectl("-n", NAMESPACE, "create", "configmap", taken, "--from-literal=team-b=precious")
+    theirs = live_configmap(cluster, taken)
+
+    refused = cluster.slurmk8s("up", str(profile), "--no-wait", check=False)
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert "Traceback" not in refused.stderr
+    assert (f"ConfigMap/{taken} exists in namespace {NAMESPACE} but was not created by slurmk8s for cluster dev: "
+            f"refusing to take it over") in refused.stderr, refused.stderr
+    assert f"add --adopt ConfigMap/{taken}" in refused.stderr
+    untouched = live_configmap(cluster, taken)
+    assert untouched["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    assert untouched["data"] == {"team-b": "precious"} and not untouched["metadata"].get("labels")
+
+    adopted = cluster.slurmk8s("up", str(profile), "--no-wait", "--adopt", f"ConfigMap/{taken}")
+    assert f"ConfigMap/{taken} configured: adopted on purpose (--adopt)" in adopted.stdout, adopted.stdout
+    labels = live_configmap(cluster, taken)["metadata"]["labels"]
+    assert labels["app.kubernetes.io/instance"] == "dev" and "applyset.kubernetes.io/part-of" in labels
+
+    # Someone else's objects with names like ours that the profile does not apply: down, data and all, leaves them.
+    cluster.kubectl("-n", NAMESPACE, "create", "configmap", "dev-notes", "--from-literal=team-b=precious")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "dev-home", "namespace": NAMESPACE},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}}}))
+    down = cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", "--timeout", "600")
+    deleted = [line.split()[-1] for line in down.stdout.splitlines() if line.split()[:1] == ["deleted"]]
+    assert f"ConfigMap/{taken}" in deleted, down.stdout
+    assert not {"ConfigMap/dev-notes", "PersistentVolumeClaim/dev-home"} & set(deleted), down.stdout
+    left = cluster.kubectl("-n", NAMESPACE, "get", "configmap,pvc", "-o", "name").stdout.split()
+    assert "configmap/dev-notes" in left and "persistentvolumeclaim/dev-home" in left, left
+    assert f"configmap/{taken}" not in left, left  # adopted: ours now, so down removed it

@@ -169,6 +169,9 @@ class ApiStub:
     def seed(self, collection: str, obj: Obj, managers: tuple[str, ...] = ("slurmk8s",)) -> Obj:
         """Put an object in place as if someone had created it (managers become managedFields)."""
         obj = copy.deepcopy(obj)
+        # As the API server stores it: kind and apiVersion always set (replies are checked for them).
+        obj.setdefault("apiVersion", _api_version_of(collection))
+        obj.setdefault("kind", KIND_OF_PLURAL.get(_plural(collection), "Object"))
         meta = obj.setdefault("metadata", {})
         meta.update(uid=str(uuid.uuid4()), resourceVersion=str(next(self._rv)), generation=1,
                     creationTimestamp="2026-01-01T00:00:00Z",
@@ -542,6 +545,11 @@ def _route(path: str) -> tuple[str, str | None] | None:
     if len(rest) == 2:
         return f"{prefix}/{rest[0]}", rest[1]
     return None
+
+
+def _api_version_of(collection: str) -> str:
+    segs = [s for s in collection.split("/") if s]
+    return "v1" if segs[0] == "api" else f"{segs[1]}/{segs[2]}"
 
 
 def _plural(collection: str) -> str:
