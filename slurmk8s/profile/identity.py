@@ -10,6 +10,7 @@ from typing import Any
 
 from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.volumes import home_volume_paths
 
 Problem = tuple[tuple, str, bool]
 
@@ -122,6 +123,18 @@ def check_identity(spec: dict) -> list[Problem]:
         if "gid" not in u and u["name"] not in group_names and u["uid"] in group_gids:
             out.append((here + ("uid",), f"the private group of {u['name']!r} would take gid {u['uid']}, which is group "
                         f"{group_gids[u['uid']]!r}'s; set gid", False))
+    home_mounts = home_volume_paths(spec)
+    for i, u in enumerate(users):
+        here = at + ("users", i)
+        for field in ("home", "shell"):
+            if field in u and not plain_path(u[field]):
+                out.append((here + (field,), f"{u[field]!r} is not a plain absolute path (no '.' or '..' "
+                            "components, no '//')", False))
+        home = u.get("home", f"/home/{u['name']}")
+        if home_mounts and plain_path(home) and not any(home.startswith(m + "/") for m in home_mounts):
+            out.append((here + ("home",) if "home" in u else here + ("name",),
+                        f"home {home} is under no volume that makes homes ({', '.join(home_mounts)}); it would "
+                        "never be made: put it under one, or declare a volume for it", False))
     for i, g in enumerate(groups):
         if g["name"] in RESERVED_NAMES:
             out.append((at + ("groups", i, "name"), f"{g['name']!r} is a system group of the images; choose another name",
@@ -139,6 +152,12 @@ def check_identity(spec: dict) -> list[Problem]:
     if users:
         out += _undeclared_scheduling_users(spec, user_names)
     return out
+
+
+def plain_path(path: str) -> bool:
+    """True for an absolute path without '.' or '..' components or an empty one ('//', a trailing '/')."""
+    parts = path.split("/")[1:]
+    return path == "/" or (path.startswith("/") and all(p not in ("", ".", "..") for p in parts))
 
 
 def _undeclared_scheduling_users(spec: dict, declared: set[str]) -> list[Problem]:
