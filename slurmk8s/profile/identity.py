@@ -132,9 +132,13 @@ def check_identity(spec: dict) -> list[Problem]:
                             "components, no '//')", False))
         home = u.get("home", f"/home/{u['name']}")
         if home_mounts and plain_path(home) and not any(home.startswith(m + "/") for m in home_mounts):
-            out.append((here + ("home",) if "home" in u else here + ("name",),
-                        f"home {home} is under no volume that makes homes ({', '.join(home_mounts)}); it would "
-                        "never be made: put it under one, or declare a volume for it", False))
+            where = here + ("home",) if "home" in u else here + ("name",)
+            if home in home_mounts:
+                out.append((where, f"home {home} is where a home volume is mounted, shared by everyone and owned by "
+                            "root; give the user a directory under it", False))
+            else:
+                out.append((where, f"home {home} is under no volume that makes homes ({', '.join(home_mounts)}); it "
+                            "would never be made: put it under one, or declare a volume for it", False))
     for i, g in enumerate(groups):
         if g["name"] in RESERVED_NAMES:
             out.append((at + ("groups", i, "name"), f"{g['name']!r} is a system group of the images; choose another name",
