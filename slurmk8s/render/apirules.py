@@ -115,7 +115,7 @@ def _pod_errors(profile: Profile, objects: list[Obj]) -> list[FieldError]:
         templates = [t["metadata"]["name"] for t in (obj.get("spec") or {}).get("volumeClaimTemplates") or []]
         for name in [v["name"] for v in pod.get("volumes") or []] + templates:
             if name in volumes:
-                problem(f"pod volume name {name!r} is used twice in {where}", name, "name")
+                problem(f"pod volume name {name!r} is used twice", name, "name")
             volumes.add(name)
         containers = (pod.get("initContainers") or []) + (pod.get("containers") or [])
         names: set[str] = set()
