@@ -109,6 +109,7 @@ def check_identity(spec: dict) -> list[Problem]:
     group_gids = {g["gid"]: g["name"] for g in groups}
     group_names = {g["name"]: g["gid"] for g in groups}
     user_names = {u["name"] for u in users}
+    home_mounts = home_volume_paths(spec)
     for i, u in enumerate(users):
         here = at + ("users", i)
         if u["name"] in RESERVED_NAMES:
@@ -123,13 +124,12 @@ def check_identity(spec: dict) -> list[Problem]:
         if "gid" not in u and u["name"] not in group_names and u["uid"] in group_gids:
             out.append((here + ("uid",), f"the private group of {u['name']!r} would take gid {u['uid']}, which is group "
                         f"{group_gids[u['uid']]!r}'s; set gid", False))
-    home_mounts = home_volume_paths(spec)
-    for i, u in enumerate(users):
-        here = at + ("users", i)
         for field in ("home", "shell"):
             if field in u and not plain_path(u[field]):
                 out.append((here + (field,), f"{u[field]!r} is not a plain absolute path (no '.' or '..' "
                             "components, no '//')", False))
+        # Root init containers make each home on the volumes that make homes (render/k8s/volumes.py): a plain
+        # path under one is the only place that may happen.
         home = u.get("home", f"/home/{u['name']}")
         if home_mounts and plain_path(home) and not any(home.startswith(m + "/") for m in home_mounts):
             where = here + ("home",) if "home" in u else here + ("name",)

@@ -12,9 +12,9 @@ from functools import lru_cache
 from importlib import resources
 
 from slurmk8s import versions
-from slurmk8s.quantity import parse_quantity
 from slurmk8s.codecache import dataclass
 from slurmk8s.profile.defaults import default
+from slurmk8s.quantity import parse_quantity
 
 Problem = tuple[tuple, str, bool]
 
