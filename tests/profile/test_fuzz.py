@@ -191,12 +191,20 @@ def _random_value(rng: random.Random, depth: int = 0):
     return rng.choice(HOSTILE_STRINGS)
 
 
+# Paths the generator mounts in login and pool pods itself, outside the paths check_volumes refuses: a volume
+# nudged onto one gives a pod two mounts at one path (issue 24 item 11), and `..` walks out of a home.
+GENERATOR_PATHS = ["/mnt/login-config", "/mnt/ssh-host-keys", "/mnt/identity", "/mnt/identity-files/",
+                   "/opt/slurmk8s/health", "/home/../etc/slurm/x", "/home/ada"]
+
+
 def _nudge(rng: random.Random, value):
-    """A value close to a valid one: a neighbouring number, another valid-looking name, a toggled flag."""
+    """A value close to a valid one: a neighbouring number, another valid-looking name or path, a toggled flag."""
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
         return max(0, value + rng.choice([-2, -1, 1, 2, 10]))
+    if isinstance(value, str) and value.startswith("/") and rng.random() < 0.5:
+        return rng.choice(GENERATOR_PATHS)
     if isinstance(value, str):
         return rng.choice([value + "x", value.upper(), value[:-1] or "a", "cpu", "gpu", "2Gi", "4G", "1-00:00:00"])
     return value
