@@ -83,9 +83,11 @@ def schema() -> None:
 
 @app.command()
 def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) -> None:
-    """Check a profile against the schema and the cross-field rules."""
+    """Check a profile against the schema, the cross-field rules and what the API server would refuse."""
     from slurmk8s.profile.files import read_profile
+    from slurmk8s.render import render
     p = read_profile(profile)
+    render(p)  # the bundle's own checks (names, the API server's rules: render/apirules.py), as render runs them
     typer.echo(f"{profile}: ok (cluster {p.name}, Slurm {p.version}, {len(p.pools)} pool(s), "
                f"{sum(x.max_replicas for x in p.pools)} node(s))")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slurmk8s import naming
 from slurmk8s.profile.defaults import default, value_or_default
+from slurmk8s.profile.volumes import cluster_secrets
 
 Problem = tuple[tuple, str, bool]
 
@@ -62,10 +64,19 @@ def load_accounting(raw: dict) -> Accounting:
     return Accounting(enabled, storage if enabled else None, None)
 
 
-def check_accounting(spec: dict) -> list[Problem]:
+def check_accounting(spec: dict, cluster: str) -> list[Problem]:
     acc = spec.get("accounting", {})
     if acc.get("enabled") is False and acc.get("database"):
         return [(("spec", "accounting", "database"), "a database is configured but accounting.enabled is false", True)]
+    secret = ((acc.get("database") or {}).get("external") or {}).get("passwordSecret", {}).get("name")
+    # Keys `up` makes with random bytes, never a password someone set on the database; slurmdbd would log
+    # in with the key, and the key would sit in its environment. (<cluster>-db-password is the embedded
+    # database's only; with an external one, a Secret of that name is the user's own.)
+    keys = {name: what for name, what in cluster_secrets(cluster).items() if name != naming.db_password_secret(cluster)}
+    if secret in keys:
+        return [(("spec", "accounting", "database", "external", "passwordSecret", "name"),
+                 f"{secret!r} is the cluster's own Secret ({keys[secret]}, made by `up`); name the Secret that holds "
+                 "the database password", False)]
     return []
 
 

@@ -42,11 +42,11 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_pools(profile, spec)
     problems += check_partitions(spec)
     problems += check_slurm(profile, spec)
-    problems += check_accounting(spec)
+    problems += check_accounting(spec, profile.name)
     # A user's identity.accounts count as membership (the paths of listed users are unchanged).
     problems += check_scheduling({**spec, "scheduling": scheduling_with_identity_accounts(spec)})
     problems += check_identity(spec)
-    problems += check_volumes(spec)
+    problems += check_volumes(spec, profile.name)
     problems += check_resources(spec, profile.daemon_resources)
     problems += check_extra_files(spec)
     problems += check_pods(spec)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurmk8s.profile.defaults import DEFAULTS
+from slurmk8s.profile.volumes import home_volume_paths
 
 Problem = tuple[tuple, str, bool]
 
@@ -108,6 +109,7 @@ def check_identity(spec: dict) -> list[Problem]:
     group_gids = {g["gid"]: g["name"] for g in groups}
     group_names = {g["name"]: g["gid"] for g in groups}
     user_names = {u["name"] for u in users}
+    home_mounts = home_volume_paths(spec)
     for i, u in enumerate(users):
         here = at + ("users", i)
         if u["name"] in RESERVED_NAMES:
@@ -122,6 +124,21 @@ def check_identity(spec: dict) -> list[Problem]:
         if "gid" not in u and u["name"] not in group_names and u["uid"] in group_gids:
             out.append((here + ("uid",), f"the private group of {u['name']!r} would take gid {u['uid']}, which is group "
                         f"{group_gids[u['uid']]!r}'s; set gid", False))
+        for field in ("home", "shell"):
+            if field in u and not plain_path(u[field]):
+                out.append((here + (field,), f"{u[field]!r} is not a plain absolute path (no '.' or '..' "
+                            "components, no '//')", False))
+        # Root init containers make each home on the volumes that make homes (render/k8s/volumes.py): a plain
+        # path under one is the only place that may happen.
+        home = u.get("home", f"/home/{u['name']}")
+        if home_mounts and plain_path(home) and not any(home.startswith(m + "/") for m in home_mounts):
+            where = here + ("home",) if "home" in u else here + ("name",)
+            if home in home_mounts:
+                out.append((where, f"home {home} is where a home volume is mounted, shared by everyone and owned by "
+                            "root; give the user a directory under it", False))
+            else:
+                out.append((where, f"home {home} is under no volume that makes homes ({', '.join(home_mounts)}); it "
+                            "would never be made: put it under one, or declare a volume for it", False))
     for i, g in enumerate(groups):
         if g["name"] in RESERVED_NAMES:
             out.append((at + ("groups", i, "name"), f"{g['name']!r} is a system group of the images; choose another name",
@@ -139,6 +156,12 @@ def check_identity(spec: dict) -> list[Problem]:
     if users:
         out += _undeclared_scheduling_users(spec, user_names)
     return out
+
+
+def plain_path(path: str) -> bool:
+    """True for an absolute path without '.' or '..' components or an empty one ('//', a trailing '/')."""
+    parts = path.split("/")[1:]
+    return path == "/" or (path.startswith("/") and all(p not in ("", ".", "..") for p in parts))
 
 
 def _undeclared_scheduling_users(spec: dict, declared: set[str]) -> list[Problem]:

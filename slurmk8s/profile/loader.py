@@ -14,6 +14,7 @@ from slurmk8s.profile import checks
 from slurmk8s.profile.accounting import Storage, load_accounting
 from slurmk8s.profile.defaults import default, value_or_default
 from slurmk8s.profile.kubevalues import toleration_findings
+from slurmk8s.profile.located import Locator
 from slurmk8s.profile.model import PowerSaving, Profile, Rollout
 from slurmk8s.profile.observe import load_health_checks, load_metrics
 from slurmk8s.profile.identity import load_identity, scheduling_with_identity_accounts
@@ -80,7 +81,7 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
             errors += [FieldError(*positions.of(path, key=key), format_path(path), fixed.restore(msg))
                        for path, msg, key in problems if not fixed.touches(path, msg)]
         raise ProfileError(source, errors)
-    profile = _to_model(document, source)
+    profile = _to_model(document, source, Locator(document, positions))
     errors += [FieldError(*positions.of(path, key=key), format_path(path), msg)
                for path, msg, key in checks.check_profile(profile, document)]
     if errors:
@@ -131,7 +132,7 @@ def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldEr
 
 
 
-def _to_model(doc: dict, source: str) -> Profile:
+def _to_model(doc: dict, source: str, locator: Locator | None = None) -> Profile:
     meta, spec = doc["metadata"], doc["spec"]
     slurm = spec.get("slurm", {})
     version = value_or_default(slurm, "version", "spec.slurm.version")
@@ -177,4 +178,5 @@ def _to_model(doc: dict, source: str) -> Profile:
         daemon_resources=load_resources(spec),
         pod_settings=load_pods(spec.get("pods")),
         source=source,
+        locator=locator,
     )

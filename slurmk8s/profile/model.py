@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurmk8s.profile.accounting import Accounting, Storage
+from slurmk8s.profile.located import Locator
 from slurmk8s.profile.login import Login
 from slurmk8s.profile.observe import HealthChecks, Metrics, load_health_checks, load_metrics
 from slurmk8s.profile.identity import Identity
@@ -77,6 +78,8 @@ class Profile:
     slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
     pod_settings: PodSettings = field(default_factory=PodSettings)  # spec.pods (profile/pods.py)
     source: str = field(default="<profile>", compare=False)
+    # Where each field was written (loader.py), so checks after loading (render/apirules.py) point at it.
+    locator: Locator | None = field(default=None, compare=False, repr=False)
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)

@@ -14,6 +14,7 @@ from importlib import resources
 
 from slurmk8s import versions
 from slurmk8s.profile.defaults import default
+from slurmk8s.quantity import parse_quantity
 
 Problem = tuple[tuple, str, bool]
 
@@ -108,6 +109,11 @@ def check_observe(spec: dict, version: str, metrics: Metrics, health: HealthChec
                         "slurmctld turns its metrics off when PrivateData is set; drop it or spec.metrics", True))
     elif any(k in raw_metrics for k in ("monitor", "dashboard", "scraperNamespace", "labels", "interval")):
         out.append((("spec", "metrics"), "metrics settings without spec.metrics.enabled: true do nothing", False))
+    raw_health = spec.get("healthChecks") or {}
+    if health.min_free_disk_mib == 0 and (parse_quantity(raw_health.get("minFreeDisk", 0)) or 0) > 0:
+        # The check compares whole KiB of free space with whole MiB: under 1 MiB it compares with 0, never failing.
+        out.append((("spec", "healthChecks", "minFreeDisk"), f"{raw_health['minFreeDisk']!r} is less than 1Mi, which "
+                    "the check rounds down to 0 and so never fails; give at least 1Mi (or 0 to say so)", False))
     if health.enabled and spec.get("sideBySide"):
         out.append((("spec", "healthChecks", "enabled"),
                     "health checks run on pool nodes only; side-by-side nodes have none yet (drop one of the two)",

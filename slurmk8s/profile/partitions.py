@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurmk8s.profile.defaults import DEFAULT_PARTITION_NAME, default
-from slurmk8s.profile.slurm import conf_value
+from slurmk8s.profile.slurm import conf_value, one_word_problem
 
 Problem = tuple[tuple, str, bool]
 
@@ -60,8 +60,9 @@ def check_partitions(spec: dict) -> list[Problem]:
         for key, value in part.get("config", {}).items():
             if key.lower() in OWNED_PARTITION_KEYS:
                 out.append((at + ("config", key), f"'{key}' is set by the generator; use the partition's own fields", True))
-            elif isinstance(value, str) and (not value or any(ch.isspace() for ch in value)):
-                out.append((at + ("config", key), f"{value!r} must be one word (it is written into the PartitionName line)", False))
+            elif one_word_problem(value):
+                out.append((at + ("config", key), f"{value!r} {one_word_problem(value)} (it is written into the "
+                            "PartitionName line)", False))
         if part.get("default"):
             defaults.append(i)
     for i in defaults[1:]:

@@ -45,6 +45,28 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
 ))
 
 
+# slurm.conf keys whose value is a whole line of its own options (Slurm's S_P_ARRAY keys in read_config.c):
+# `DownNodes=n[1-2] State=DOWN Reason=x` is one entry, and its options are checked against DownNodes' own
+# table. Every other key takes one value; NodeName, NodeSet, PartitionName and SlurmctldHost are owned.
+LINE_SLURM_KEYS = frozenset(k.lower() for k in ("DownNodes", "FrontendName", "NodeName", "NodeSet", "PartitionName",
+                                                "SlurmctldHost"))
+
+
+def one_word_problem(value: object) -> str | None:
+    """Why value cannot be one `Key=value` of a Slurm config line, or None when it can.
+
+    Slurm's parser (parse_config.c) ends a value at whitespace and reads what follows as more keys, and
+    drops everything after a `#` as a comment: a space would set keys past the owned-key checks, a `#`
+    the rest of the line. An `=` inside one word stays in the value (`MpiParams=ports=12000-12999`,
+    `TRESBillingWeights=CPU=1.0,Mem=0.25G`), so it is allowed.
+    """
+    if not isinstance(value, str):
+        return None
+    if not value or any(ch.isspace() for ch in value):
+        return "must be one word"
+    return "must not contain '#'" if "#" in value else None
+
+
 DAEMON_PORTS = (6817, 6818, 6819, 6820)  # slurmctld, slurmd, slurmdbd, slurmrestd
 
 
@@ -90,10 +112,13 @@ def check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     dialect = versions.dialect(profile.version)
     if profile.auth == "slurm" and not dialect.has_auth_slurm:
         out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
-    for key in slurm.get("config", {}):
+    for key, value in slurm.get("config", {}).items():
         # A value with a line break (which could smuggle in owned keys) never gets here: loader.unsafe_text.
         if key.lower() in OWNED_SLURM_KEYS:
             out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
+        elif key.lower() not in LINE_SLURM_KEYS and one_word_problem(value):
+            out.append((("spec", "slurm", "config", key), f"{value!r} {one_word_problem(value)}: in slurm.conf "
+                        "what follows a space would be read as more keys, and what follows a '#' as a comment", False))
     low, high = (int(x) for x in profile.srun_port_range.split("-"))
     if not 1024 <= low <= high <= 65535:
         out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))

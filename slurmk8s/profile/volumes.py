@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slurmk8s import naming
 from slurmk8s.profile.defaults import DEFAULTS
 
 Problem = tuple[tuple, str, bool]
@@ -47,7 +48,7 @@ def load_volumes(raw: list[dict] | None) -> tuple[SharedVolume, ...]:
             mount_path=v["mountPath"].rstrip("/") or "/",
             read_only=v.get("readOnly", DEFAULTS["spec.volumes[].readOnly"]),
             on=tuple(sorted(set(v.get("mountOn", DEFAULTS["spec.volumes[].mountOn"])))),
-            create_homes=v.get("createHomes", v["mountPath"].rstrip("/") == "/home"),
+            create_homes=makes_homes(v),
             claim_name=v.get("claimName"),
             nfs_server=nfs["server"] if nfs else None,
             nfs_path=nfs["path"] if nfs else None,
@@ -60,9 +61,29 @@ def load_volumes(raw: list[dict] | None) -> tuple[SharedVolume, ...]:
     return tuple(sorted(out, key=lambda v: v.name))
 
 
-def check_volumes(spec: dict) -> list[Problem]:
+def makes_homes(raw: dict) -> bool:
+    """Whether a volume as written makes the users' homes: createHomes, by default true for one on /home."""
+    return raw.get("createHomes", raw["mountPath"].rstrip("/") == "/home")
+
+
+def home_volume_paths(spec: dict) -> list[str]:
+    """The mount paths of the volumes that make the users' homes, in the order written."""
+    return [v["mountPath"].rstrip("/") or "/" for v in spec.get("volumes") or [] if makes_homes(v)]
+
+
+def cluster_secrets(cluster: str) -> dict[str, str]:
+    """Name -> what it holds, of every Secret `up` creates for a cluster (whichever sections are on)."""
+    return {naming.auth_secret(cluster): "the auth key", naming.db_password_secret(cluster): "the database password",
+            naming.jwt_secret(cluster): "slurmrestd's JWT key", naming.ssh_host_keys_secret(cluster): "the login host key"}
+
+
+def check_volumes(spec: dict, cluster: str) -> list[Problem]:
     """Every cross-field problem of spec.volumes."""
     out: list[Problem] = []
+    # The cluster's own storage and keys: a volume of them would hand slurmctld's state or the keys to every
+    # login and pool pod (read-write for a claim). Claims from the StatefulSets' templates: render/apirules.py.
+    state_claim = naming.controller_statesave_claim(cluster)
+    secrets = cluster_secrets(cluster)
     seen_names: dict[str, int] = {}
     seen_paths: dict[str, int] = {}
     for i, v in enumerate(spec.get("volumes") or []):
@@ -86,6 +107,16 @@ def check_volumes(spec: dict) -> list[Problem]:
                         "which the pods need for themselves; mount it elsewhere (e.g. /home, /scratch)", False))
         if "/." in path or "//" in path:
             out.append((at + ("mountPath",), f"{path!r} is not a plain absolute path", False))
+        if v.get("claimName") == state_claim:
+            out.append((at + ("claimName",), f"{state_claim!r} is slurmctld's state (StateSaveLocation); a volume may "
+                        "not mount the cluster's own storage", False))
+        if "claim" in v and naming.shared_volume_claim(cluster, v["name"]) == state_claim:
+            out.append((at + ("name",), f"this volume's claim would be {state_claim!r}, the name of slurmctld's "
+                        "state claim; choose another name", False))
+        secret = (v.get("secret") or {}).get("secretName")
+        if secret in secrets:
+            out.append((at + ("secret", "secretName"), f"{secret!r} is the cluster's own Secret ({secrets[secret]}, "
+                        "made by `up`); a volume may not mount it", False))
         if v.get("createHomes") and (v.get("readOnly") or "configMap" in v or "secret" in v):
             out.append((at + ("createHomes",), "homes cannot be created on a read-only volume", False))
     return out

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from slurmk8s import naming
-from slurmk8s.errors import FieldError, ProfileError
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import hostfiles
+from slurmk8s.render.apirules import refuse_api_violations
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
@@ -31,23 +31,6 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
     if profile.login.replicas:
         secrets.append(RequiredSecret(naming.ssh_host_keys_secret(c), login.HOST_KEY, "ssh-host-ed25519", naming.LOGIN))
     return tuple(secrets)
-
-
-def _refuse_name_collisions(profile: Profile, objects: list[dict]) -> None:
-    """Two objects of one kind with one name: the second would silently replace the first on apply.
-
-    The profile checks catch the known cases with a located message; this catches any other.
-    """
-    seen: set[tuple[str, str]] = set()
-    clashes = []
-    for obj in objects:
-        key = (obj["kind"], obj["metadata"]["name"])
-        if key in seen:
-            clashes.append(FieldError(0, 0, "", f"two objects would be named {key[0]}/{key[1]}; rename the pool, "
-                                                "domain or shape whose name makes it"))
-        seen.add(key)
-    if clashes:
-        raise ProfileError(profile.source, clashes)
 
 
 def render(profile: Profile) -> Bundle:
@@ -148,7 +131,7 @@ def render(profile: Profile) -> Bundle:
         hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
                   for h in k8s_rollout.build_hooks_rollout(profile, templates, files)]
     hooks = [named_by_content(h) for h in hooks]
-    _refuse_name_collisions(profile, objects + hooks)
+    refuse_api_violations(profile, objects + hooks)  # also run by `validate`, which renders
     out_files = dict(files)
     if dbd_conf:
         out_files["slurmdbd.conf"] = dbd_conf

@@ -158,7 +158,8 @@ def test_render_refuses_any_two_objects_with_one_name() -> None:
     twin = dataclasses.replace(profile, pools=(clone, clone))
     with pytest.raises(ProfileError) as info:
         render(twin)
-    assert "p.yaml: two objects would be named PodDisruptionBudget/demo-cpu;" in str(info.value)
+    assert str(info.value).splitlines() == [
+        "p.yaml:7:13: spec.pools[0].name: pool 'cpu' would make PodDisruptionBudget/demo-cpu twice; rename one of them"]
 
 
 def test_deep_nesting_is_a_clean_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
