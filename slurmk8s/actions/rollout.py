@@ -102,6 +102,7 @@ def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, 
         raise UsageError(f"--pool {pool}: the profile has no such pool (pools: {', '.join(p.name for p in profile.pools)})")
     bundle = render(profile)
     echo(header(bundle, cluster))
+    sleep: Callable[[float], None]
     if progress is not None:
         say, sleep = progress, time.sleep
     else:
