@@ -13,7 +13,6 @@ the pod mounts), host keys (a Secret). Pure: no engine here (slurmk8s.images.che
 from __future__ import annotations
 
 import ast
-import re
 import shlex
 from pathlib import Path
 
@@ -71,9 +70,10 @@ def imported_modules(source: str) -> set[str]:
 
 
 def version_command(role: str) -> str:
-    """sh that prints ``slurm[-wlm] X.Y.Z`` from the role's version program."""
-    return ("d=$(mktemp -d) && printf 'ClusterName=check\\nSlurmctldHost=localhost\\n' >\"$d/slurm.conf\" && "
-            f"SLURM_CONF=\"$d/slurm.conf\" {VERSION_PROGRAM[role]} -V 2>&1")
+    """sh that prints ``slurm[-wlm] X.Y.Z`` from the role's version program (builtins and mkdir only,
+    so a missing tool fails its own check, not this one)."""
+    return ("d=/tmp/slurmk8s-check.$$ && mkdir -p \"$d\" && printf 'ClusterName=check\\nSlurmctldHost=localhost\\n' "
+            f">\"$d/slurm.conf\" && SLURM_CONF=\"$d/slurm.conf\" {VERSION_PROGRAM[role]} -V 2>&1")
 
 
 def _program(name: str, why: str) -> Assertion:
@@ -133,7 +133,7 @@ def assertions(role: str, series: str, auth: str) -> tuple[Assertion, ...]:
     dialect = versions.dialect(series)
     program = VERSION_PROGRAM[role]
     found.append(Assertion(f"{program} -V prints Slurm {series}.x", "the bundle's config is written for that series",
-                           f"{{ {version_command(role)}; }} | grep -Eq '^slurm(-wlm)? {re.escape(series)}\\.'"))
+                           f'case "$({version_command(role)})" in "slurm {series}."*|"slurm-wlm {series}."*) ;; *) exit 1 ;; esac'))
     found.append(_user(SLURM_USER, "SlurmUser=slurm; runAsUser 401; init-config's install -o slurm -g slurm"))
     found += [_program(p, "init-config (chmod, install, awk over resolv.conf)") for p in _INIT_TOOLS]
     found += [_program(p, why) for p, why in _PROGRAMS[role]]
@@ -187,7 +187,8 @@ _PLUGINS: dict[str, dict[str, str]] = {
 def _plugin(name: str, why: str) -> Assertion:
     # Debian: /usr/lib/<triplet>/slurm-wlm; Slinky's Ubuntu builds: /usr/lib/<triplet>/slurm; RPMs: /usr/lib64/slurm
     return Assertion(f"Slurm plugin {name}", why,
-                     f"ls /usr/lib/slurm /usr/lib64/slurm /usr/lib/*/slurm-wlm /usr/lib/*/slurm 2>/dev/null | grep -qx {name}")
+                     f"for d in /usr/lib/slurm /usr/lib64/slurm /usr/lib/*/slurm-wlm /usr/lib/*/slurm; do "
+                     f'[ -f "$d/{name}" ] && exit 0; done; exit 1')
 
 
 _MARK = "@@slurmk8s-check"
