@@ -46,6 +46,21 @@ def save(slurm: List[str] = typer.Option([DEFAULT], "--slurm", help=SLURM_HELP),
     save_images(list(slurm), _options(registry, engine, cache), output, echo=typer.echo)
 
 
+@images_app.command("check")
+def check(images: List[str] = typer.Argument(..., help="Images to check (pulled when not here)."),
+          role: Optional[str] = typer.Option(None, "--as", help="Component of every image (slurmctld, slurmd, slurmdbd, "
+                                             "login, slurmrestd, mariadb); default: the image's name."),
+          slurm: Optional[str] = typer.Option(None, "--slurm", help="Slurm series the bundle is for; default: the "
+                                              "one the image's slurmctld/slurmd/... -V prints."),
+          auth: Optional[str] = typer.Option(None, "--auth", help="slurm or munge; default: the series' default."),
+          engine: str = typer.Option("podman", "--engine", help=ENGINE_HELP)) -> None:
+    """Check images against what the rendered bundle assumes of them (docs/images.md); exit 1 if any check fails."""
+    from slurmk8s.images.check import check_images
+    results = check_images(list(images), role, slurm, auth, engine, echo=typer.echo)
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add the `images` command group."""
     app.add_typer(images_app, name="images")

@@ -34,7 +34,15 @@ def cli(*args: str, timeout: float = 1800, env: dict | None = None) -> subproces
      "registry 'Example.org/HPC' is not an image name prefix: expected host[:port]/path in lowercase letters, "
      "digits, '.', '_' and '-' (e.g. localhost/slurmk8s)"),
     (["save", "--slurm", "9.99", "-o", "/nonexistent"], "unknown Slurm series '9.99': images are built for 22.05, 24.11, 26.05"),
-], ids=["unknown-series", "one-unknown-among-several", "unknown-engine", "bad-registry", "save-unknown-series"])
+    (["check", "--auth", "krb", "site/login:1"], "--auth 'krb': expected one of slurm, munge"),
+    (["check", "--slurm", "9.99", "site/login:1"],
+     "--slurm '9.99': expected one of 22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"),
+    (["check", "site/login:1", "site/controller:1"],
+     "cannot tell which component site/controller:1 is for: its name is not one of slurmctld, slurmd, slurmdbd, "
+     "login, slurmrestd, mariadb; pass --as COMPONENT"),
+    (["check", "--as", "head", "site/x:1"], "--as 'head': expected one of slurmctld, slurmd, slurmdbd, login, slurmrestd, mariadb"),
+], ids=["unknown-series", "one-unknown-among-several", "unknown-engine", "bad-registry", "save-unknown-series",
+        "check-unknown-auth", "check-unknown-series", "check-unknown-component", "check-unknown-as"])
 def test_usage_errors_are_one_line_and_exit_2(args, message):
     done = cli(*args, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (2, message + "\n", "")

@@ -33,7 +33,7 @@ from imagepods import (
 
 from slurmk8s import naming, versions
 from slurmk8s.debian import SLURM_RELEASES
-from slurmk8s.images import recipes
+from slurmk8s.images import contract, recipes
 
 pytestmark = pytest.mark.images
 
@@ -89,10 +89,8 @@ def bare(series: str, image: str):
         "slurm-user": 'echo "$(id -u slurm):$(id -g slurm)"',
         "programs": f"for p in {' '.join(programs)}; do echo \"$p=$(command -v $p)\"; done",
         "etc-slurm": "test -d /etc/slurm && echo present",
-        # the imports of the power-saving programs (slurmk8s/render/scripts/power.py) and of the account
-        # tree's Job (slurmk8s/render/sacctmgr.py + scripts/accounts_job.py), which run in the controller image
-        "python": "python3 -c 'import json, os, re, shlex, ssl, subprocess, sys, time, urllib.request, dataclasses, "
-                  "typing; print(\"imports ok\")'",
+        # what the shipped Python programs import (read from their source by the contract module)
+        "python": f"python3 -c 'import {', '.join(contract.python_modules())}; print(\"imports ok\")'",
         "plugins": "ls /usr/lib/*/slurm-wlm/",
         "host-keys": "ls /etc/ssh/ssh_host_* 2>/dev/null | wc -l",
     }

@@ -51,24 +51,6 @@ go_build() {
   echo "$out"
 }
 
-MINOR=${KUBERNETES_VERSION#v1.}; MINOR=${MINOR%%.*}
-K8S_LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 \
--X k8s.io/component-base/version.gitMinor=$MINOR -X k8s.io/component-base/version.gitTreeState=clean \
--X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-K8S_BIN=$(go_build kubernetes kubernetes "$KUBERNETES_VERSION" "$K8S_LDFLAGS" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
-  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl)
-ETCD_BIN=$(go_build etcd etcd "$ETCD_VERSION" "-s -w" go.etcd.io/etcd/server/v3)
-COREDNS_BIN=$(go_build coredns coredns "$COREDNS_VERSION" "-s -w" github.com/coredns/coredns)
-LOCAL_PATH_BIN=$(go_build local-path-provisioner local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" "-s -w" \
-  github.com/rancher/local-path-provisioner)
-CRICTL_BIN=$(go_build crictl cri-tools "$CRI_TOOLS_VERSION" "-s -w" sigs.k8s.io/cri-tools/cmd/crictl)
-if [ ! -x "$BIN/kind-$KIND_VERSION/kind" ]; then
-  log "installing kind $KIND_VERSION (go install, kind's documented way)"
-  GOBIN="$BIN/kind-$KIND_VERSION" go install "sigs.k8s.io/kind@$KIND_VERSION" || die "go install kind failed"
-fi
-
 # debootstrap_image NAME PACKAGES : a Debian $NODE_SUITE root file system imported as an image
 MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | grep -v security | head -n1)
 [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
@@ -91,8 +73,32 @@ debootstrap_image() {
 }
 NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,conntrack,ethtool,socat,util-linux,mount,kmod,ca-certificates,procps,bash,libseccomp2,ebtables,e2fsprogs,catatonit
 UTILS_PACKAGES=python3,iproute2,iptables,conntrack,ca-certificates,procps
-NODE_BASE=$(debootstrap_image node "$NODE_PACKAGES")
-UTILS_BASE=$(debootstrap_image utils "$UTILS_PACKAGES")
+BASES=$(mktemp -d "$CACHE/.bases.XXXXXX")
+( debootstrap_image node "$NODE_PACKAGES" > "$BASES/node" && debootstrap_image utils "$UTILS_PACKAGES" > "$BASES/utils" ) &
+BASES_PID=$!
+trap 'kill "$BASES_PID" 2>/dev/null || true' EXIT  # a failed go build stops the subshell (a debootstrap already started finishes)
+
+MINOR=${KUBERNETES_VERSION#v1.}; MINOR=${MINOR%%.*}
+K8S_LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 \
+-X k8s.io/component-base/version.gitMinor=$MINOR -X k8s.io/component-base/version.gitTreeState=clean \
+-X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+K8S_BIN=$(go_build kubernetes kubernetes "$KUBERNETES_VERSION" "$K8S_LDFLAGS" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl)
+ETCD_BIN=$(go_build etcd etcd "$ETCD_VERSION" "-s -w" go.etcd.io/etcd/server/v3)
+COREDNS_BIN=$(go_build coredns coredns "$COREDNS_VERSION" "-s -w" github.com/coredns/coredns)
+LOCAL_PATH_BIN=$(go_build local-path-provisioner local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" "-s -w" \
+  github.com/rancher/local-path-provisioner)
+CRICTL_BIN=$(go_build crictl cri-tools "$CRI_TOOLS_VERSION" "-s -w" sigs.k8s.io/cri-tools/cmd/crictl)
+if [ ! -x "$BIN/kind-$KIND_VERSION/kind" ]; then
+  log "installing kind $KIND_VERSION (go install, kind's documented way)"
+  GOBIN="$BIN/kind-$KIND_VERSION" go install "sigs.k8s.io/kind@$KIND_VERSION" || die "go install kind failed"
+fi
+
+# the two Debian bases were debootstrapped while Go compiled (downloads beside the CPU-bound builds)
+wait "$BASES_PID" || die "debootstrap of the node or utils base failed (see above)"
+NODE_BASE=$(cat "$BASES/node"); UTILS_BASE=$(cat "$BASES/utils"); rm -rf "$BASES"
 
 # build_image REF KEY CONTEXT_DIR : podman build of CONTEXT_DIR/Containerfile unless REF has KEY
 build_image() {
