@@ -150,7 +150,8 @@ def resume_own_drains(profile: Profile, bundle: Bundle, cluster: PoolCluster,
 
 def _nodes_by_pod(cluster: PoolCluster, bundle: Bundle, segments: list[Segment]) -> tuple[list[str], list[str]]:
     """(nodes of the pool whose pod the StatefulSet keeps, nodes without one), within the profile's maxReplicas."""
-    running, idle = [], []
+    running: list[str] = []
+    idle: list[str] = []
     for s in segments:
         n = cluster.live_replicas(bundle, s.statefulset) or 0
         for i in range(s.slots):

@@ -119,6 +119,7 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(plan, len(bundle.secrets)))
     if options.dry_run:
         return plan
+    assert day_two is not None  # set above whenever not a dry run
     if not options.wait:
         if day_two.slurm_files_changed:
             echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")

@@ -103,7 +103,12 @@ def build_series(series: str, options: BuildOptions, log: Callable[[str], None] 
             _download(engine, base_ref, release, [plan.recipe for plan in to_build], work)
         for plan in to_build:
             results[plan.recipe.name] = _build(engine, plan, release, options, work, log)
-        return [results[recipe.name] for recipe in image_recipes]
+        built: list[ImageResult] = []
+        for recipe in image_recipes:
+            result = results[recipe.name]
+            assert result is not None  # every plan _reuse gave None was built just above
+            built.append(result)
+        return built
 
 
 def _ensure_base(engine: Engine, release: SlurmRelease, options: BuildOptions, work: Path,

@@ -86,6 +86,7 @@ class Engine:
         args = ["import", *(arg for c in changes for arg in ("--change", c)), "-", ref]
         with subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."],
                               stdout=subprocess.PIPE) as tar:
+            assert tar.stdout is not None  # stdout=PIPE
             try:
                 self._logged(args, f"import {rootfs} as {ref}", timeout, stdin=tar.stdout)
             except ImageError:

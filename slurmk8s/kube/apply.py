@@ -211,7 +211,7 @@ class Applier:
         if not items:
             return []
         futures = [pool.submit(action, item) for item in items]
-        errors = [f.exception() for f in futures if f.exception() is not None]
+        errors = [e for f in futures if (e := f.exception()) is not None]
         if errors:
             more = f" (and {len(errors) - 1} more failure(s) in stage {stage})" if len(errors) > 1 else ""
             first = errors[0]

@@ -125,9 +125,9 @@ class ApplySet:
                 found.setdefault(gk, resource)
         for gk in sorted(group_kinds - set(found)):
             kind, _, group = gk.partition(".")
-            resource = self.resolver.of_group_kind(group, kind)
-            if resource is not None:
-                found[gk] = resource
+            served = self.resolver.of_group_kind(group, kind)
+            if served is not None:
+                found[gk] = served
         return sorted(found.values(), key=lambda r: (r.api_version, r.kind))
 
     def members(self, pool: ThreadPoolExecutor, group_kinds: set[str]) -> dict[tuple[str, str], Obj]:

@@ -395,6 +395,8 @@ def _retry_after(raw: Any, data: bytes) -> float | None:
             value = dig(json.loads(data), "details", "retryAfterSeconds")
         except ValueError:
             value = None
+    if value is None:  # float(None) is the TypeError below
+        return None
     try:
         seconds = float(value)
     except (TypeError, ValueError):

@@ -9,7 +9,7 @@ from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj, dig
 from slurmk8s.kube.ownership import key_of, owned_selector
-from slurmk8s.kube.resources import Resolver, builtin
+from slurmk8s.kube.resources import Resolver, Resource, builtin
 from slurmk8s.kube.stages import object_ref
 from slurmk8s.kube.wait import list_pods, pod_ready, status_of_workload, why_not_ready
 from slurmk8s.render import Bundle
@@ -49,15 +49,15 @@ def cluster_status(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[lis
     """Read the state of every object of the bundle, the pods, and `sinfo` from the controller."""
     resolver = Resolver(kube)
     live: dict[tuple[str, str], Obj] = {}
-    seen_kinds = {}
+    seen_kinds: dict[str, Resource] = {}
     for obj in bundle.objects:
         seen_kinds.setdefault(obj["kind"], resolver.of(obj))
     for kind, resource in seen_kinds.items():
         listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
                                query=[("labelSelector", owned_selector(bundle.cluster))])
-        for item in listing.items():
-            item.setdefault("kind", kind)
-            live[key_of(item)] = item
+        for listed in listing.items():
+            listed.setdefault("kind", kind)
+            live[key_of(listed)] = listed
     rows, problems = [], []
     for obj in bundle.objects:
         item = live.get(key_of(obj))

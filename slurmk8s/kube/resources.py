@@ -91,6 +91,7 @@ class Resolver:
             for (api_version, known_kind), resource in self._found.items():
                 if known_kind == kind and (api_version.rsplit("/", 1)[0] if "/" in api_version else "") == group:
                     return resource
+        version: str | None
         if not group:
             version = "v1"
         else:

@@ -77,7 +77,8 @@ class Teardown:
         secrets = self._list(builtin("v1", "Secret"), owned_selector(cluster))
         claims = self._list(builtin("v1", "PersistentVolumeClaim"), f"{naming.LABEL_INSTANCE}={cluster}")
         patterns = claim_name_patterns(self.bundle)
-        ours, theirs = [], []
+        ours: list[Obj] = []
+        theirs: list[Obj] = []
         for s in secrets:
             (ours if managed_by_us(s, cluster) else theirs).append(s)
         for c in claims:

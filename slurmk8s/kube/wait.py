@@ -52,8 +52,8 @@ def workload_statuses(kube: Kube, bundle: Bundle) -> list[WorkloadStatus]:
         resource = builtin("apps/v1", kind)
         listing = kube.request("GET", resource.collection(bundle.namespace), what=f"list {resource.plural}",
                                query=[("labelSelector", owned_selector(bundle.cluster))])
-        for item in listing.items():
-            live[(kind, item["metadata"]["name"])] = item
+        for listed in listing.items():
+            live[(kind, listed["metadata"]["name"])] = listed
     out = []
     for obj in bundle.objects:
         if obj["kind"] not in naming.WORKLOAD_KINDS:

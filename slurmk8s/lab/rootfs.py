@@ -212,6 +212,7 @@ def _export(image_id: str, ref: str, target: Path, timeout_s: float) -> None:
                         f"create a container of {ref}").stdout.strip()
     try:
         with subprocess.Popen([ENGINE, "export", container], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as export:
+            assert export.stdout is not None and export.stderr is not None  # both PIPE
             # numeric owners, modes and file capabilities exactly as in the image
             untar = subprocess.run(["tar", "-C", str(tmp), "--numeric-owner", "--xattrs", "--xattrs-include=*",
                                     "-xpf", "-"], stdin=export.stdout, capture_output=True, timeout=timeout_s)

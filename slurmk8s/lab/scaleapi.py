@@ -160,7 +160,8 @@ class ScaleAPI:
             def do_PATCH(self) -> None:  # noqa: N802
                 self._handle("patch")
 
-        self._server = http.server.ThreadingHTTPServer((self.address, self.port), Handler)
+        self._server: http.server.ThreadingHTTPServer | None = http.server.ThreadingHTTPServer(
+            (self.address, self.port), Handler)
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="lab-scale-api", daemon=True)
         self._thread.start()

@@ -30,7 +30,7 @@ from slurmk8s.profile.sidebyside import load_side_by_side
 from slurmk8s.profile.slurm import conf_value, load_images
 from slurmk8s.profile.topology import load_topology
 from slurmk8s.profile.volumes import load_volumes
-from slurmk8s.profile.yamlpos import format_path, parse
+from slurmk8s.profile.yamlpos import Positions, format_path, parse
 
 
 # Real profiles are a few kilobytes; a bound here keeps a huge file from costing minutes and
@@ -89,12 +89,12 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
     return profile
 
 
-def unsafe_text(document: Any, positions: Any) -> list[FieldError]:
+def unsafe_text(document: Any, positions: Positions) -> list[FieldError]:
     """Every key or string value holding a line break or another control character."""
     return [e for _, e in _unsafe_findings(document, positions)]
 
 
-def _unsafe_findings(document: Any, positions: Any) -> list[tuple[tuple, FieldError]]:
+def _unsafe_findings(document: Any, positions: Positions) -> list[tuple[tuple, FieldError]]:
     errors: list[tuple[tuple, FieldError]] = []
 
     def problem(text: str, multiline: bool) -> str | None:

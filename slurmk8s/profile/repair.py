@@ -12,6 +12,7 @@ Pure; positions and paths stay those of the document as written.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,7 @@ class Repaired:
         return message
 
 
-def repair(document: Any, findings: list[SchemaFinding], unsafe_paths: list[tuple] = ()) -> Repaired | None:
+def repair(document: Any, findings: list[SchemaFinding], unsafe_paths: Sequence[tuple] = ()) -> Repaired | None:
     """A schema-valid copy of document without what findings (and unsafe_paths) point at; None if none exists."""
     if not isinstance(document, dict):
         return None

@@ -33,8 +33,8 @@ def parse_cpulist(value: str | int) -> tuple[int, ...]:
         raise ValueError(f"not a cpulist: {text!r}")
     spans = []
     for part in text.split(","):
-        low, _, high = part.partition("-")
-        spans.append((int(low), int(high or low)))
+        first, _, last = part.partition("-")
+        spans.append((int(first), int(last or first)))
     ids: list[int] = []
     end = -1
     for low, high in sorted(spans):

@@ -93,7 +93,7 @@ def parse(text: str) -> tuple[Any, Positions, list[FieldError]]:
 def _compose(text: str) -> yaml.Node | None:
     """The document's node tree: libyaml when present (4x faster on a large file), and the
     pure-Python loader whenever libyaml refuses, so every YAML error reads the same either way."""
-    loaders = [yaml.SafeLoader]
+    loaders: list[type[yaml.SafeLoader] | type[yaml.CSafeLoader]] = [yaml.SafeLoader]
     if getattr(yaml, "__with_libyaml__", False):
         loaders.insert(0, yaml.CSafeLoader)
     for i, loader_class in enumerate(loaders):

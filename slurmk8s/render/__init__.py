@@ -73,6 +73,7 @@ def render(profile: Profile) -> Bundle:
     if elastic:
         objects.append(power.build_configmap_power(profile))
     if acc.enabled:
+        assert dbd_conf is not None  # render_slurmdbd_conf is None only when accounting is disabled
         objects.append(accounting.build_configmap_slurmdbd(profile, dbd_conf))
     if profile.login.replicas:
         objects.append(login.build_configmap_login(profile))

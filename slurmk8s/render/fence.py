@@ -181,6 +181,7 @@ def shared_partition(profile: Profile) -> dict[str, object] | None:
     names = shared_node_names(profile)
     if not names:
         return None
+    assert profile.side_by_side is not None  # plans() gives no shared nodes without it
     return {"name": profile.side_by_side.partition, "nodes": ",".join(names), "default": False,
             "max_time": "UNLIMITED", "extra": []}
 

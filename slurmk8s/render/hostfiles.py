@@ -45,7 +45,7 @@ def device_policy_lines(plan: FencePlan) -> list[str]:
 def render_host_files(profile: Profile) -> dict[str, str]:
     """hosts/<shape>/... -> text for every shape (host mode: both sides; pod mode: the kubelet side)."""
     files: dict[str, str] = {}
-    node_lines = {n["features"].split(",")[0]: n for n in shared_slurm_nodes(profile)}
+    node_lines = {str(n["features"]).split(",")[0]: n for n in shared_slurm_nodes(profile)}
     for plan in plans(profile):
         s = plan.shape
         d = host_dir(s.name)

@@ -38,8 +38,9 @@ def partition_memory_defaults(profile: Profile, part: Partition) -> list[tuple[s
     pools = [profile.pool(name) for name in part.pools]
     if not pools:
         return []
-    if all(p.gpus for p in pools):
-        return [("DefMemPerGPU", str(min(_schedulable_mib(p) // p.gpus.count for p in pools)))]
+    with_gpus = [(p, p.gpus) for p in pools if p.gpus]
+    if len(with_gpus) == len(pools):  # every pool has GPUs
+        return [("DefMemPerGPU", str(min(_schedulable_mib(p) // gpus.count for p, gpus in with_gpus)))]
     return [("DefMemPerCPU", str(min(_schedulable_mib(p) // p.cpus for p in pools)))]
 
 

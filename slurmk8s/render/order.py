@@ -51,7 +51,7 @@ INSTALL_ORDER: tuple[Stage, ...] = (
 STAGE_NAMES = tuple(s.name for s in INSTALL_ORDER)
 _BY_KIND = {kind: i for i, s in enumerate(INSTALL_ORDER) if s.component is None for kind in s.kinds
             if kind not in WORKLOAD_KINDS}
-_BY_COMPONENT = {s.component: i for i, s in enumerate(INSTALL_ORDER) if s.component is not None}
+_BY_COMPONENT: dict[str | None, int] = {s.component: i for i, s in enumerate(INSTALL_ORDER) if s.component is not None}
 
 
 def stage_of(obj: dict[str, Any]) -> int:

@@ -114,12 +114,14 @@ def topology_plugin(profile: Profile) -> str | None:
     """slurm.conf TopologyPlugin: only with topology.conf (Slurm ignores it when topology.yaml exists)."""
     if topology_file_name(profile) != "topology.conf":
         return None
+    assert profile.topology is not None  # topology_file_name is None without one
     return f"topology/{profile.topology.plugin}"
 
 
 def topology_data(profile: Profile) -> dict[str, object]:
     """What the topology templates lay out."""
     topo = profile.topology
+    assert topo is not None  # rendered only when topology_file_name is set, i.e. with a topology
     nodes = leaf_nodes(profile)
     data: dict[str, object] = {"cluster": profile.name, "version": profile.version, "plugin": topo.plugin,
                                "name": TOPOLOGY_NAME, "switches": [], "blocks": [], "block_sizes": []}

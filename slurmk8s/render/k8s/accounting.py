@@ -67,11 +67,10 @@ def build_statefulset_accounting(profile: Profile, config_hash: str) -> Obj:
         "volumeMounts": mounts_config(profile, init=False) + [{"name": "run", "mountPath": RUN_DIR}],
     }
     volumes.append({"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}})
+    config_mounts: list[Obj] = [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True},
+                                {"name": "run", "mountPath": RUN_DIR}]
     pod = pod_spec(profile, naming.ACCOUNTING, [slurmdbd],
-                   [init_config_container(profile, image, script,
-                                          [{"name": "slurmdbd-config", "mountPath": "/mnt/slurmdbd-config", "readOnly": True},
-                                           {"name": "run", "mountPath": RUN_DIR}] + jwt_mounts,
-                                          env)],
+                   [init_config_container(profile, image, script, config_mounts + jwt_mounts, env)],
                    volumes)
     return statefulset(profile, name, naming.ACCOUNTING, 1, name, pod, {naming.ANNOTATION_CONFIG_HASH: config_hash})
 
@@ -143,5 +142,6 @@ def build_statefulset_database(profile: Profile) -> Obj:
     }
     avoid_shared_nodes(profile, pod)
     storage = profile.accounting.embedded
+    assert storage is not None  # rendered only for the embedded database, which the loader gives a Storage
     return statefulset(profile, name, naming.DATABASE, 1, name, pod, {},
                        claims=[pvc_template("data", storage.size, storage.storage_class)])

@@ -88,8 +88,8 @@ def desired_tree(profile: Profile) -> Tree:
         tree.accounts[a.name] = AccountState(a.name, a.parent, a.fairshare, a.qos, a.default_qos or "")
         for u in a.users:
             tree.users[(u, a.name)] = UserAssoc(u, a.name, a.qos, a.default_qos or "")
-    for u in s.users:
-        tree.default_accounts[u.name] = u.default_account
+    for user in s.users:
+        tree.default_accounts[user.name] = user.default_account
     for q in s.qos:
         tree.qos[q.name] = QosState(q.name, q.priority, q.preempt, q.grp_tres, q.max_tres_per_user,
                                     q.max_tres_per_job, slurm_minutes(q.max_wall) if q.max_wall else None,

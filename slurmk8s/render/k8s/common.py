@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from slurmk8s import naming
@@ -123,7 +124,7 @@ def needs_config_source(profile: Profile) -> bool:
     return bool(init_scripts(profile) or extra_files(profile))
 
 
-def config_script(profile: Profile, extra: list[str] = (), config: str = CONFIG_COPY) -> str:
+def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CONFIG_COPY) -> str:
     """Shell run by the init container: copy or link config, install the key with the modes Slurm demands."""
     # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
     lines = ["set -eu", f"chmod 0755 {ETC_SLURM}"]
@@ -176,8 +177,8 @@ def follow_namespace_script(profile: Profile, resolv_conf: str = RESOLV_CONF) ->
     ]
 
 
-def init_config_container(profile: Profile, image: str, extra_script: list[str] = (),
-                          extra_mounts: list[Obj] = (), env: list[Obj] = (), config: str = CONFIG_COPY) -> Obj:
+def init_config_container(profile: Profile, image: str, extra_script: Sequence[str] = (),
+                          extra_mounts: Sequence[Obj] = (), env: Sequence[Obj] = (), config: str = CONFIG_COPY) -> Obj:
     """The `init-config` container every Slurm pod starts with."""
     c: Obj = {
         "name": "init-config",
@@ -300,7 +301,7 @@ def pvc_template(name: str, size: str, storage_class: str | None) -> Obj:
 
 def statefulset(profile: Profile, name: str, component: str, replicas: int, service: str,
                 pod: Obj, pod_annotations: dict[str, str], pool: str | None = None,
-                claims: list[Obj] = (), parallel: bool = False) -> Obj:
+                claims: Sequence[Obj] = (), parallel: bool = False) -> Obj:
     """A StatefulSet whose pods carry the selector labels and the given annotations."""
     selector = naming.selector_labels(profile.name, component, pool)
     spec: Obj = {

@@ -22,6 +22,7 @@ ANNOTATION_PAUSED_SCALE_IN = "autoscaling.keda.sh/paused-scale-in"
 
 def build_scaledobjects_pool(profile: Profile, pool: Pool) -> list[Obj]:
     """One Prometheus-triggered ScaledObject per StatefulSet of the pool, never scaling in."""
+    assert pool.keda is not None  # render() passes only pools with keda
     out = []
     for segment in pool_segments(profile, pool):
         metadata = meta(profile, segment.statefulset, naming.WORKER, pool.name, {ANNOTATION_PAUSED_SCALE_IN: "true"})

@@ -76,8 +76,8 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
     profile_volumes, profile_mounts = shared_volumes(profile, ON_LOGIN)
     volumes += profile_volumes
     # The pod's /etc/ssh is an emptyDir, so the image's own ssh config is replaced wholesale.
-    ssh_mount = {"name": "ssh", "mountPath": "/etc/ssh"}
-    sshd = {
+    ssh_mount: Obj = {"name": "ssh", "mountPath": "/etc/ssh"}
+    sshd: Obj = {
         "name": "sshd",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,

@@ -182,7 +182,7 @@ def build_hooks_rollout(profile: Profile, pool_templates: list[Obj], slurm_files
 def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: list[Obj]) -> Obj:
     """The Job; named by the pool templates it rolls to and what it runs, so each change is a new Job."""
     image = profile.images.controller
-    runner = {
+    runner: Obj = {
         "name": "rollout",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,

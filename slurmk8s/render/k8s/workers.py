@@ -135,8 +135,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         annotations[naming.ANNOTATION_FIRST_NODE] = str(segment.offset)
     if pool.rdma and pool.rdma.networks:
         annotations[naming.ANNOTATION_MULTUS] = ",".join(pool.rdma.networks)
-    if gres_of(pool):
-        annotations[naming.ANNOTATION_GRES] = gres_of(pool)
+    gres = gres_of(pool)
+    if gres:
+        annotations[naming.ANNOTATION_GRES] = gres
     sts = statefulset(profile, name, naming.WORKER, segment.replicas, naming.nodes_service(profile.name), pod,
                       annotations, pool=pool.name, parallel=True)
     # The elastic range and the Slurm nodes, for `scale`, the lab and reviewers: Slurm knows max_replicas
