@@ -10,9 +10,9 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from slurmk8s import versions
-from slurmk8s.codecache import dataclass
 from slurmk8s.debian import tail
 from slurmk8s.errors import UsageError
 from slurmk8s.images import contract, recipes

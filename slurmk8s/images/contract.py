@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ast
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from slurmk8s import naming, versions
-from slurmk8s.codecache import dataclass
 
 ROLES = ("slurmctld", "slurmd", "slurmdbd", "login", "slurmrestd", "mariadb")
 SLURM_ROLES = ROLES[:-1]

@@ -176,10 +176,10 @@ def _staging_pattern(target: Path) -> re.Pattern:
 def _recover_leftovers(target: Path) -> None:
     """Clean up after a render that was killed: restore a tree it had moved aside, drop its staging dirs."""
     pattern = _staging_pattern(target)
-    leftovers = sorted(e for e in os.scandir(target.parent)
-                       if pattern.match(e.name) and e.is_dir(follow_symlinks=False))
+    leftovers = sorted((e for e in os.scandir(target.parent)
+                        if pattern.match(e.name) and e.is_dir(follow_symlinks=False)), key=lambda e: e.name)
     for entry in leftovers:
-        if pattern.match(entry.name).group(1) == "old" and not os.path.lexists(target):
+        if entry.name.split(".slurmk8s-")[-1].startswith("old-") and not os.path.lexists(target):
             os.rename(entry.path, target)  # the previous tree, moved aside just before the kill
         elif _mount_points(Path(entry.path)):
             raise UsageError(f"{entry.path}: left by an earlier render, with a filesystem mounted inside it; "

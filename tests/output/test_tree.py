@@ -210,6 +210,19 @@ def test_without_an_atomic_exchange_a_killed_render_is_recovered(tmp_path: Path,
     assert leftovers(tmp_path) == []
 
 
+def test_several_leftover_staging_directories_are_all_cleaned(tmp_path: Path) -> None:
+    """Two killed renders leave two staging directories; the next render drops both (they were once
+    sorted as os.DirEntry objects, which do not compare: a TypeError)."""
+    out = tmp_path / "out"
+    write_tree({"a.yaml": "1\n"}, out)
+    for suffix in ("0123abcd", "4567cdef"):
+        (tmp_path / f".out.slurmk8s-new-{os.getpid()}-{suffix}" / "manifests").mkdir(parents=True)
+    assert len(leftovers(tmp_path)) == 2
+    write_tree({"b.yaml": "2\n"}, out)
+    assert leftovers(tmp_path) == []
+    assert files(out) == {"b.yaml": b"2\n", MARKER: marker_line("b.yaml", "2\n")}
+
+
 def test_output_that_is_a_file_or_the_current_directory_is_one_line(tmp_path: Path, rendered: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x")
