@@ -50,7 +50,8 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("slurmk8s.debian",)],
     [("slurmk8s.render",)],
     [("slurmk8s.profile",)],
-    [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",)],
+    [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",),
+     ("slurmk8s.progress",)],
     [("slurmk8s.codecache",)],
 ]
 

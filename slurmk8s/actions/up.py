@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+import time
+from typing import Callable, TextIO
 
 from slurmk8s import naming
 from slurmk8s.actions.cluster import Cluster
@@ -63,6 +64,21 @@ def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None])
                          lambda argv: cluster.slurm(bundle, argv), timeout=min(timeout, 300), say=echo)
 
 
+def wait_live(cluster, bundle, timeout: float, stream: TextIO) -> None:
+    """`up`'s wait on stream: a live line on a terminal (what is waited for, since when), timestamped lines
+    otherwise; the last line stays, with how long the wait took."""
+    from slurmk8s.progress import Progress
+    live, last, started = Progress(stream), [""], time.monotonic()
+
+    def show(line: str) -> None:
+        last[0] = line
+        live.update(line)
+    try:
+        cluster.wait_until_usable(bundle, timeout=timeout, progress=show, every_poll=True)
+    finally:
+        live.done(f"{last[0]} (after {time.monotonic() - started:.0f} s)" if last[0] else None)
+
+
 def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
            progress: Callable[[str], None] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
@@ -72,6 +88,7 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     from slurmk8s.render import render
     from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
 
+    live_wait = progress is None  # the CLI: the wait shows a live line
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
     bundle = render(profile)
@@ -118,7 +135,10 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
         if day_two.slurm_files_changed:
             echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
         return plan
-    cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
+    if live_wait:
+        wait_live(cluster, bundle, options.timeout, sys.stderr)
+    else:
+        cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
     resume_own_drains(profile, bundle, cluster, log=echo)
     if day_two.slurm_files_changed:
         apply_in_place(cluster, bundle, options.timeout, echo)

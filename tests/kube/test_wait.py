@@ -5,13 +5,16 @@ The stub serves no websocket exec, so the `sinfo` side is a function the tests p
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
 from apistub import make_pod
 from conftest import KIND_DEV
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.wait import SINFO_NODES, Waiter, parse_sinfo_nodes, unregistered
+from slurmk8s.kube.wait import SINFO_NODES, UNHEALABLE_AFTER, Waiter, never_fits, parse_sinfo_nodes, unregistered
 from slurmk8s.render import render
 
 APPS = "/apis/apps/v1/namespaces/slurm"
@@ -182,3 +185,201 @@ def test_a_side_by_side_daemonset_is_awaited_by_its_live_counts_and_its_node_in_
     assert lines[0].endswith("worker 1/2, login 1/1")  # the pool's pod Ready, the DaemonSet's not yet
     assert lines[-2:] == ["slurm: waiting for slurmk8s-sbs-worker2 (unknown*)",
                           "slurm: all 2 running node(s) registered with slurmctld"]
+
+
+# ---- conditions that waiting does not heal end the wait within UNHEALABLE_AFTER (issue 32) ----------
+
+SLINKY_SLURMCTLD = "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu24.04"
+
+
+def lagging_pod(stub, bundle, workload: str, *, waiting: tuple[str, str] | None = None, init: bool = False,
+                unschedulable: str = "", image: str = SLINKY_SLURMCTLD) -> dict:
+    """Everything Ready but `workload`, whose pod 0 waits (a container, an init container) or is not scheduled."""
+    make_ready(stub, bundle)
+    sts = stub.store[("", "", APPS + "/statefulsets")][workload]
+    sts["status"] = {"observedGeneration": 1, "readyReplicas": 0, "updatedReplicas": 1}
+    pod = make_pod(f"{workload}-0", sts["spec"]["template"]["metadata"]["labels"], ready=False,
+                   unschedulable=unschedulable)
+    pod["spec"] = {"initContainers": [{"name": "setup", "image": image}],
+                   "containers": [{"name": "slurmctld", "image": image}]}
+    if waiting:
+        group, name = ("initContainerStatuses", "setup") if init else ("containerStatuses", "slurmctld")
+        pod["status"][group] = [{"name": name, "ready": False, "image": image, "restartCount": 0,
+                                 "state": {"waiting": {"reason": waiting[0], "message": waiting[1]}}}]
+    return stub.seed(PODS, pod)
+
+
+def set_waiting(stub, pod: str, reason: str, message: str) -> None:
+    status = stub.store[("", "", PODS)][pod]["status"]
+    status["containerStatuses"][0]["state"] = {"waiting": {"reason": reason, "message": message}}
+
+
+def fail_fast(kubeconfig, bundle, fake: FakeTime, timeout: float = 600) -> list[str]:
+    """The wait's error lines; it must end long before its timeout."""
+    with pytest.raises(ClusterError) as caught:
+        waiter(kubeconfig, bundle, lambda c: "", fake, timeout=timeout).wait()
+    assert fake.now < timeout
+    return str(caught.value).splitlines()
+
+
+PULL_NO_HOST = (f'failed to pull and unpack image "{SLINKY_SLURMCTLD}": failed to resolve reference '
+                f'"{SLINKY_SLURMCTLD}": failed to do request: Head "https://ghcr.io/v2/slinkyproject/slurmctld/'
+                'manifests/26.05-ubuntu24.04": dial tcp: lookup ghcr.io: no such host')
+
+
+def test_an_unpullable_image_ends_the_wait_within_the_bound_with_what_to_do(stub, kubeconfig, not_ready_cluster):
+    bundle = not_ready_cluster
+    lagging_pod(stub, bundle, "dev-controller", waiting=("ErrImagePull", PULL_NO_HOST))
+    # the kubelet alternates ErrImagePull and a back-off whose message does not repeat the cause
+    fake = FakeTime(on_sleep=lambda n: set_waiting(stub, "dev-controller-0", *(
+        ("ImagePullBackOff", f'Back-off pulling image "{SLINKY_SLURMCTLD}"') if n % 2 else ("ErrImagePull", PULL_NO_HOST))))
+    lines = fail_fast(kubeconfig, bundle, fake)
+    assert fake.now <= UNHEALABLE_AFTER + 5  # first seen at 0; one interval (5 s here) after the grace
+    assert lines[0] == "pods cannot start, and waiting will not help (seen for 30 s):"
+    assert lines[1] == f"  pod dev-controller-0 container slurmctld: ErrImagePull: {PULL_NO_HOST}"
+    assert lines[2] == (f"  images: {SLINKY_SLURMCTLD} cannot be pulled here; build them with `slurmk8s images "
+                        "build` and set spec.slurm.images (on kind: `slurmk8s up PROFILE --images local`), "
+                        "see docs/images.md")
+    assert lines[3].startswith("  the objects stay as applied")
+
+
+def test_a_back_off_says_why_through_the_pods_events(stub, kubeconfig, not_ready_cluster):
+    """ImagePullBackOff's own message may not carry the cause: the kubelet's Failed event does."""
+    bundle = not_ready_cluster
+    lagging_pod(stub, bundle, "dev-controller",
+                waiting=("ImagePullBackOff", f'Back-off pulling image "{SLINKY_SLURMCTLD}"'))
+    stub.seed("/api/v1/namespaces/slurm/events", {
+        "kind": "Event", "metadata": {"name": "e1"}, "involvedObject": {"name": "dev-controller-0"},
+        "reason": "Failed", "lastTimestamp": "2026-01-01T00:00:02Z",
+        "message": f'Failed to pull image "{SLINKY_SLURMCTLD}": rpc error: code = NotFound desc = {SLINKY_SLURMCTLD}: not found'})
+    lines = fail_fast(kubeconfig, bundle, FakeTime())
+    assert lines[1].startswith(f'  pod dev-controller-0 container slurmctld: ImagePullBackOff: Back-off pulling image '
+                               f'"{SLINKY_SLURMCTLD}"; last event: Failed: Failed to pull image')
+    assert lines[1].endswith(": not found")
+
+
+@pytest.mark.parametrize(("reason", "message", "hint"), [
+    ("CreateContainerConfigError", "couldn't find key password in Secret slurm/site-db", "  the pod names a Secret"),
+    ("CreateContainerConfigError", 'configmap "site-extra" not found', "  the pod names a Secret"),
+    ("InvalidImageName", 'Failed to apply default image tag "ghcr.io/x/Bad:tag": couldn\'t parse image name', "  images: "),
+    ("ErrImagePull", "failed to pull and unpack image: 401 Unauthorized", "  images: "),
+    ("ErrImageNeverPull", 'Container image "localhost/slurmk8s/slurmctld:26.05-debian14" is not present with pull '
+                          "policy of Never", "  images: "),
+], ids=["missing-secret-key", "missing-configmap", "invalid-image-name", "unauthorized", "never-pull"])
+def test_container_conditions_that_do_not_heal(stub, kubeconfig, not_ready_cluster, reason, message, hint):
+    lagging_pod(stub, not_ready_cluster, "dev-controller", waiting=(reason, message), init=True)
+    fake = FakeTime()
+    lines = fail_fast(kubeconfig, not_ready_cluster, fake)
+    assert fake.now <= UNHEALABLE_AFTER + 5
+    assert lines[1] == f"  pod dev-controller-0 container setup: {reason}: {message}"
+    assert lines[2].startswith(hint)
+
+
+NEVER_MATCH = ("0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+               "3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: "
+               "4 Preemption is not helpful for scheduling.")
+
+
+def test_a_pod_no_node_can_ever_take_ends_the_wait(stub, kubeconfig, not_ready_cluster):
+    lagging_pod(stub, not_ready_cluster, "dev-controller", unschedulable=NEVER_MATCH)
+    fake = FakeTime()
+    lines = fail_fast(kubeconfig, not_ready_cluster, fake)
+    assert fake.now <= UNHEALABLE_AFTER + 5
+    assert lines[1] == f"  pod dev-controller-0: Unschedulable: {NEVER_MATCH}"
+    assert lines[2].startswith("  no node can ever run this pod: label or untaint nodes")
+
+
+@pytest.mark.parametrize(("message", "forever"), [
+    (NEVER_MATCH, True),
+    ("0/3 nodes are available: 3 node(s) had volume node affinity conflict.", True),
+    ("0/3 nodes are available: 3 node(s) had untolerated taint {site.example/gpu: true}.", True),
+    ("0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+     "3 Insufficient cpu. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, "
+     "3 No preemption victims found for incoming pod.", False),
+    ("0/2 nodes are available: 2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.", False),
+    ("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.", False),
+    ("0/3 nodes are available: 3 node(s) were unschedulable.", False),
+    ("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.", False),
+    ("0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod ports.", False),
+    ("", False),
+], ids=["selector-and-control-plane", "volume-pinned", "site-taint", "insufficient-cpu-heals-on-scale-down",
+        "node-not-ready-yet", "anti-affinity", "cordoned", "unbound-claim", "ports", "no-message"])
+def test_which_scheduler_messages_never_heal(message, forever):
+    assert never_fits(message) is forever
+
+
+@pytest.mark.parametrize(("waiting", "unschedulable"), [
+    (("ContainerCreating", ""), ""),
+    (("PodInitializing", ""), ""),
+    (("ErrImagePull", "failed to pull and unpack image: dial tcp 198.19.0.9:443: i/o timeout"), ""),
+    (("ImagePullBackOff", 'Back-off pulling image "x"'), ""),  # and no event says why
+    (("CrashLoopBackOff", "back-off 40s restarting failed container"), ""),
+    (None, "0/4 nodes are available: 4 Insufficient cpu."),
+    (None, "0/2 nodes are available: 2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."),
+], ids=["pulling", "init-running", "pull-timeout", "back-off-without-cause", "crash-loop", "insufficient-cpu",
+        "node-not-ready"])
+def test_transient_states_keep_waiting_until_ready(stub, kubeconfig, not_ready_cluster, waiting, unschedulable):
+    bundle = not_ready_cluster
+    lagging_pod(stub, bundle, "dev-controller", waiting=waiting, unschedulable=unschedulable)
+
+    def heal(sleeps: int) -> None:
+        if sleeps == 40:  # 200 s: far past the grace
+            make_ready(stub, bundle)
+    fake = FakeTime(on_sleep=heal)
+    waiter(kubeconfig, bundle, lambda c: "cpu-0 idle\ncpu-1 idle\n", fake, timeout=600).wait()
+    assert fake.now >= 200
+
+
+def test_a_condition_that_heals_within_the_grace_starts_the_count_afresh(stub, kubeconfig, not_ready_cluster):
+    """A Secret created a moment after `up` began: its pod waited 25 s, creating, then 25 s again; never 30 s in a row."""
+    bundle = not_ready_cluster
+    missing_key = ("CreateContainerConfigError", "couldn't find key password in Secret slurm/site-db")
+    lagging_pod(stub, bundle, "dev-controller", waiting=missing_key)
+
+    def flap(sleeps: int) -> None:  # interval 5 s: sleeps 1-4 still missing, 5 creating, 6-10 missing, then Ready
+        if sleeps == 5:
+            set_waiting(stub, "dev-controller-0", "ContainerCreating", "")
+        elif sleeps == 6:
+            set_waiting(stub, "dev-controller-0", *missing_key)
+        elif sleeps == 10:
+            make_ready(stub, bundle)
+    fake = FakeTime(on_sleep=flap)
+    waiter(kubeconfig, bundle, lambda c: "cpu-0 idle\ncpu-1 idle\n", fake, timeout=600).wait()
+    assert fake.sleeps == 10
+
+
+def test_every_poll_reports_to_a_live_line(stub, kubeconfig, not_ready_cluster):
+    """every_poll: the same line again at each poll, so a live line can redraw its clock."""
+    bundle = not_ready_cluster
+    fake = FakeTime(on_sleep=lambda n: make_ready(stub, bundle) if n == 3 else None)
+    from slurmk8s.kube.client import Access, connect
+    lines: list[str] = []
+    Waiter(connect(Access(kubeconfig)), bundle, None, timeout=60, interval=5, progress=lines.append,
+           clock=fake.clock, sleep=fake.sleep, every_poll=True).wait()
+    assert lines == ["pods ready: mariadb 0/1, accounting 0/1, controller 0/1, worker 0/2, login 0/1"] * 3 + [
+        "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "log"])
+def test_ups_wait_shows_a_live_line_on_a_terminal_and_timestamped_lines_otherwise(stub, kubeconfig, up, terminal):
+    from slurmk8s.actions.up import wait_live
+    from stubcluster import stub_cluster
+    up(KIND_DEV)
+    stream = Terminal() if terminal else io.StringIO()
+    wait_live(stub_cluster(kubeconfig, lambda argv: "cpu-0 idle\ncpu-1 idle\n"), render(read_profile(KIND_DEV)), 60,
+              stream)
+    ready = re.escape("pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1")
+    registered = re.escape("slurm: all 2 running node(s) registered with slurmctld")
+    if terminal:
+        assert re.fullmatch(rf"\r\x1b\[K{ready} \(since \d\d:\d\d:\d\d, \d+ s\)"
+                            rf"\r\x1b\[K{registered} \(since \d\d:\d\d:\d\d, \d+ s\)"
+                            rf"\r\x1b\[K{registered} \(after \d+ s\)\n", stream.getvalue()), repr(stream.getvalue())
+    else:
+        stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+        assert re.fullmatch(rf"{stamp} {ready}\n{stamp} {registered}\n{stamp} {registered} \(after \d+ s\)\n",
+                            stream.getvalue()), stream.getvalue()
