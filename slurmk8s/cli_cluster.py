@@ -90,11 +90,13 @@ def register(app: typer.Typer) -> None:
            force_conflicts: bool = typer.Option(False, "--force-conflicts", help="Take over fields another field manager owns."),
            workers: int = typer.Option(8, "--parallel", min=1, max=64, help="Objects applied at once within a stage."),
            rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="After the wait, replace slurmd pods whose spec changed: drain each node, wait for its jobs (spec.rollout), then replace it."),
+           images: Optional[str] = typer.Option(None, "--images", metavar="PREFIX", help="Run the images `slurmk8s images build --registry PREFIX` made, over spec.slurm.images: PREFIX/<image>:<series>-<os>; 'local' is its default, localhost/slurmk8s (docs/images.md)."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Create or update the cluster in Kubernetes (server-side apply) and wait until it is usable."""
         from slurmk8s.actions.up import UpOptions, run_up
         options = UpOptions(dry_run=dry_run, prune=prune, wait=wait, timeout=timeout,
-                            force_conflicts=force_conflicts, workers=workers, verbose=verbose, rollout=rollout)
+                            force_conflicts=force_conflicts, workers=workers, verbose=verbose, rollout=rollout,
+                            images=images)
         _run(verbose, lambda: run_up(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout,
                                                          workers=workers), options, echo=typer.echo))
 

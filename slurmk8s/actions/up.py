@@ -23,6 +23,34 @@ class UpOptions:
     workers: int = 8
     verbose: bool = False
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
+    images: str | None = None  # --images: a prefix of `slurmk8s images build` ("local"), over spec.slurm.images
+
+
+# `--images local`: where `slurmk8s images build` tags its images by default.
+LOCAL_IMAGES = "local"
+
+
+def with_built_images(profile, prefix: str):
+    """The profile with every image as `slurmk8s images build --registry PREFIX` tags it for the profile's
+    series: <prefix>/<image>:<series>-<os>, the database <prefix>/mariadb:<series>-<os>. `local` is
+    naming.PROJECT_REGISTRY (localhost/slurmk8s); the pull policy stays the profile's."""
+    from dataclasses import replace
+    from slurmk8s.debian import SLURM_RELEASES
+    from slurmk8s.errors import UsageError
+    from slurmk8s.images.recipes import check_registry
+    from slurmk8s.profile.slurm import load_images
+    registry = naming.PROJECT_REGISTRY if prefix == LOCAL_IMAGES else prefix.rstrip("/")
+    problem = check_registry(registry)
+    if problem:
+        raise UsageError(f"--images: {problem}, or 'local' for {naming.PROJECT_REGISTRY}")
+    release = SLURM_RELEASES.get(profile.version)
+    if release is None:
+        raise UsageError(f"--images {prefix}: `slurmk8s images build` makes Slurm {', '.join(SLURM_RELEASES)}; "
+                         f"the profile runs {profile.version}")
+    tag = naming.image_tag(profile.version, release.os_name)
+    images = load_images({"registry": registry, "os": release.os_name, "pullPolicy": profile.images.pull_policy,
+                          "database": naming.image_ref(registry, "mariadb", tag)}, profile.version)
+    return replace(profile, images=images)
 
 
 def header(bundle, cluster: Cluster) -> str:
@@ -91,9 +119,13 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     live_wait = progress is None  # the CLI: the wait shows a live line
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path)  # once: the profile may come from stdin
+    if options.images:
+        profile = with_built_images(profile, options.images)
     bundle = render(profile)
     verb = "would be" if options.dry_run else ""
     echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")
+    if options.images:
+        echo(f"  images: {profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
     quiet = (UNCHANGED, KEPT)
     from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
     live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write

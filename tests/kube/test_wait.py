@@ -383,3 +383,32 @@ def test_ups_wait_shows_a_live_line_on_a_terminal_and_timestamped_lines_otherwis
         stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
         assert re.fullmatch(rf"{stamp} {ready}\n{stamp} {registered}\n{stamp} {registered} \(after \d+ s\)\n",
                             stream.getvalue()), stream.getvalue()
+
+
+# ---- `up --images PREFIX`: the images `slurmk8s images build` made, without editing the profile ----------
+
+def test_up_images_local_runs_what_images_build_tags(stub, up):
+    _, lines = up(KIND_DEV, images="local")
+    assert "  images: localhost/slurmk8s/<image>:26.05-debian14 (--images local)" in lines
+    used = sorted({c["image"] for sts in stub.store[("", "", APPS + "/statefulsets")].values()
+                   for group in ("initContainers", "containers") for c in sts["spec"]["template"]["spec"].get(group, [])})
+    assert used == [f"localhost/slurmk8s/{image}:26.05-debian14" for image in ("login", "mariadb", "slurmctld",
+                                                                                "slurmd", "slurmdbd")]
+
+
+@pytest.mark.parametrize(("images", "version", "message"), [
+    ("Not A Prefix", "26.05", "--images: registry 'Not A Prefix' is not an image name prefix"),
+    ("local", "25.05", "--images local: `slurmk8s images build` makes Slurm 22.05, 24.11, 26.05; the profile runs 25.05"),
+], ids=["bad-prefix", "series-not-built-here"])
+def test_up_images_refuses_what_images_build_cannot_have_made(tmp_path, images, version, message):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    profile = tmp_path / "p.yaml"
+    profile.write_text(Path(KIND_DEV).read_text().replace('version: "26.05"', f'version: "{version}"'))
+    run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "up", str(profile), "--images", images,
+                          "--kubeconfig", str(tmp_path / "none")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and message in run.stderr.strip(), run.stderr
