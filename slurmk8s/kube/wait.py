@@ -190,8 +190,9 @@ class Waiter:
             if statuses is None:
                 self.sleep(self.interval)
                 continue
-            self._say("pods ready: " + summarize(statuses))
+            line = "pods ready: " + summarize(statuses)
             if all(s.done for s in statuses):
+                self._say(line)
                 break
             stuck = self._poll(deadline, lambda: stuck_pods(self.kube, self.bundle))
             if stuck is not None:
@@ -204,6 +205,9 @@ class Waiter:
                 if any(now - since >= UNHEALABLE_AFTER for since, _ in trouble.values()):
                     raise ClusterError(unhealable_message([s for _, s in trouble.values()],
                                                           now - min(since for since, _ in trouble.values())))
+            if trouble:
+                line += "; cannot start: " + ", ".join(sorted({f"{s.pod} ({s.reason})" for _, s in trouble.values()}))
+            self._say(line)
             if self.clock() >= deadline:
                 raise ClusterError(self._timeout_message(statuses))
             self.sleep(self.interval)

@@ -214,10 +214,10 @@ def set_waiting(stub, pod: str, reason: str, message: str) -> None:
     status["containerStatuses"][0]["state"] = {"waiting": {"reason": reason, "message": message}}
 
 
-def fail_fast(kubeconfig, bundle, fake: FakeTime, timeout: float = 600) -> list[str]:
+def fail_fast(kubeconfig, bundle, fake: FakeTime, timeout: float = 600, progress=None) -> list[str]:
     """The wait's error lines; it must end long before its timeout."""
     with pytest.raises(ClusterError) as caught:
-        waiter(kubeconfig, bundle, lambda c: "", fake, timeout=timeout).wait()
+        waiter(kubeconfig, bundle, lambda c: "", fake, timeout=timeout, lines=progress).wait()
     assert fake.now < timeout
     return str(caught.value).splitlines()
 
@@ -233,7 +233,11 @@ def test_an_unpullable_image_ends_the_wait_within_the_bound_with_what_to_do(stub
     # the kubelet alternates ErrImagePull and a back-off whose message does not repeat the cause
     fake = FakeTime(on_sleep=lambda n: set_waiting(stub, "dev-controller-0", *(
         ("ImagePullBackOff", f'Back-off pulling image "{SLINKY_SLURMCTLD}"') if n % 2 else ("ErrImagePull", PULL_NO_HOST))))
-    lines = fail_fast(kubeconfig, bundle, fake)
+    progress: list[str] = []
+    lines = fail_fast(kubeconfig, bundle, fake, progress=progress)
+    # meanwhile the progress says which pod does not start
+    assert progress == ["pods ready: mariadb 1/1, accounting 1/1, controller 0/1, worker 2/2, login 1/1; "
+                        "cannot start: dev-controller-0 (ErrImagePull)"]
     assert fake.now <= UNHEALABLE_AFTER + 5  # first seen at 0; one interval (5 s here) after the grace
     assert lines[0] == "pods cannot start, and waiting will not help (seen for 30 s):"
     assert lines[1] == f"  pod dev-controller-0 container slurmctld: ErrImagePull: {PULL_NO_HOST}"
