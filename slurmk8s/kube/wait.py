@@ -331,6 +331,8 @@ IMAGE_HINT = ("images: {image} cannot be pulled here; build them with `slurmk8s 
               "spec.slurm.images (on kind: `slurmk8s up PROFILE --images local`), see docs/images.md")
 CONFIG_HINT = ("the pod names a Secret or ConfigMap, or a key of one, that does not exist: create it (kubectl "
                "-n {namespace} create secret ...) or fix the profile field that names it, then run `up` again")
+SETTINGS_HINT = ("the container's settings cannot be met by its image (see the message): fix the profile or "
+                 "the image, then run `up` again")
 SCHEDULE_HINT = ("no node can ever run this pod: label or untaint nodes to match its nodeSelector and "
                  "tolerations (the profile's pool), or change the profile; then run `up` again")
 
@@ -369,7 +371,8 @@ def stuck_conditions(pod: Obj, pull_events: Callable[[], list[str]], namespace: 
                 failed = [e for e in pull_events() if e.startswith("Failed: ") and image in e]
                 message = f"{message}; last event: {failed[-1]}" if failed else message
             if reason == "CreateContainerConfigError":
-                out.append(Stuck(name, c.get("name", ""), reason, message, CONFIG_HINT.format(namespace=namespace)))
+                hint = CONFIG_HINT if re.search(r"secret|configmap", message, re.IGNORECASE) else SETTINGS_HINT
+                out.append(Stuck(name, c.get("name", ""), reason, message, hint.format(namespace=namespace)))
             elif reason in UNHEALABLE_REASONS or reason in PULL_REASONS:
                 certain = reason in UNHEALABLE_REASONS or bool(UNPULLABLE.search(message))
                 if certain or reason == "ImagePullBackOff":

@@ -265,11 +265,13 @@ def test_a_back_off_says_why_through_the_pods_events(stub, kubeconfig, not_ready
 @pytest.mark.parametrize(("reason", "message", "hint"), [
     ("CreateContainerConfigError", "couldn't find key password in Secret slurm/site-db", "  the pod names a Secret"),
     ("CreateContainerConfigError", 'configmap "site-extra" not found', "  the pod names a Secret"),
+    ("CreateContainerConfigError", "container has runAsNonRoot and image will run as root (pod: "
+                                   '"dev-controller-0_slurm(1)", container: setup)', "  the container's settings"),
     ("InvalidImageName", 'Failed to apply default image tag "ghcr.io/x/Bad:tag": couldn\'t parse image name', "  images: "),
     ("ErrImagePull", "failed to pull and unpack image: 401 Unauthorized", "  images: "),
     ("ErrImageNeverPull", 'Container image "localhost/slurmk8s/slurmctld:26.05-debian14" is not present with pull '
                           "policy of Never", "  images: "),
-], ids=["missing-secret-key", "missing-configmap", "invalid-image-name", "unauthorized", "never-pull"])
+], ids=["missing-secret-key", "missing-configmap", "run-as-non-root", "invalid-image-name", "unauthorized", "never-pull"])
 def test_container_conditions_that_do_not_heal(stub, kubeconfig, not_ready_cluster, reason, message, hint):
     lagging_pod(stub, not_ready_cluster, "dev-controller", waiting=(reason, message), init=True)
     fake = FakeTime()
