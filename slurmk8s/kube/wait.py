@@ -307,12 +307,14 @@ class Stuck:
         return self.pod, self.container, "image" if self.reason in PULL_REASONS else self.reason
 
 
-# The kubelet's waiting reasons of an image pull: the last pull failed (with a message), or it waits to retry.
-PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+# The kubelet's waiting reasons of an image pull: the last pull failed (with a message; RegistryUnavailable
+# from a runtime that says so), or it waits to retry (since 1.30ish its message carries the last error).
+PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "RegistryUnavailable"})
 # Waiting reasons that no retry changes: a malformed reference; pullPolicy Never and the image is absent;
 # a Secret or ConfigMap (or a key of one) that the container's env or volumes name does not exist, or the
 # security context cannot be met.
-UNHEALABLE_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"})
+UNHEALABLE_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "SignatureValidationFailed",
+                                "CreateContainerConfigError"})
 # A pull that failed for a reason the next pull shares: the registry has no such image or tag, refuses
 # these credentials, or its name does not resolve (NXDOMAIN; a DNS server failure or timeout may heal).
 UNPULLABLE = re.compile(r"not found|manifest unknown|name unknown|unauthorized|authentication required|"

@@ -214,17 +214,17 @@ def set_waiting(stub, pod: str, reason: str, message: str) -> None:
     status["containerStatuses"][0]["state"] = {"waiting": {"reason": reason, "message": message}}
 
 
+PULL_NO_HOST = (f'failed to pull and unpack image "{SLINKY_SLURMCTLD}": failed to resolve reference '
+                f'"{SLINKY_SLURMCTLD}": failed to do request: Head "https://ghcr.io/v2/slinkyproject/slurmctld/'
+                'manifests/26.05-ubuntu24.04": dial tcp: lookup ghcr.io: no such host')
+
+
 def fail_fast(kubeconfig, bundle, fake: FakeTime, timeout: float = 600, progress=None) -> list[str]:
     """The wait's error lines; it must end long before its timeout."""
     with pytest.raises(ClusterError) as caught:
         waiter(kubeconfig, bundle, lambda c: "", fake, timeout=timeout, lines=progress).wait()
     assert fake.now < timeout
     return str(caught.value).splitlines()
-
-
-PULL_NO_HOST = (f'failed to pull and unpack image "{SLINKY_SLURMCTLD}": failed to resolve reference '
-                f'"{SLINKY_SLURMCTLD}": failed to do request: Head "https://ghcr.io/v2/slinkyproject/slurmctld/'
-                'manifests/26.05-ubuntu24.04": dial tcp: lookup ghcr.io: no such host')
 
 
 def test_an_unpullable_image_ends_the_wait_within_the_bound_with_what_to_do(stub, kubeconfig, not_ready_cluster):
@@ -269,9 +269,13 @@ def test_a_back_off_says_why_through_the_pods_events(stub, kubeconfig, not_ready
                                    '"dev-controller-0_slurm(1)", container: setup)', "  the container's settings"),
     ("InvalidImageName", 'Failed to apply default image tag "ghcr.io/x/Bad:tag": couldn\'t parse image name', "  images: "),
     ("ErrImagePull", "failed to pull and unpack image: 401 Unauthorized", "  images: "),
+    ("ImagePullBackOff", f'Back-off pulling image "{SLINKY_SLURMCTLD}": ErrImagePull: {PULL_NO_HOST}', "  images: "),
+    ("RegistryUnavailable", "image pull failed for x because the registry is unavailable: lookup ghcr.io: no such host",
+     "  images: "),
     ("ErrImageNeverPull", 'Container image "localhost/slurmk8s/slurmctld:26.05-debian14" is not present with pull '
                           "policy of Never", "  images: "),
-], ids=["missing-secret-key", "missing-configmap", "run-as-non-root", "invalid-image-name", "unauthorized", "never-pull"])
+], ids=["missing-secret-key", "missing-configmap", "run-as-non-root", "invalid-image-name", "unauthorized", "back-off-1.34-with-cause", "registry-unavailable",
+    "never-pull"])
 def test_container_conditions_that_do_not_heal(stub, kubeconfig, not_ready_cluster, reason, message, hint):
     lagging_pod(stub, not_ready_cluster, "dev-controller", waiting=(reason, message), init=True)
     fake = FakeTime()
