@@ -300,6 +300,7 @@ class Stuck:
     message: str
     hint: str
     certain: bool = True  # False: a pull back-off whose message and events do not say why the last pull failed
+    image: str = ""  # the image a pull trouble is about (IMAGE_HINT names them all in one line)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -378,8 +379,7 @@ def stuck_conditions(pod: Obj, pull_events: Callable[[], list[str]], namespace: 
             elif reason in UNHEALABLE_REASONS or reason in PULL_REASONS:
                 certain = reason in UNHEALABLE_REASONS or bool(UNPULLABLE.search(message))
                 if certain or reason == "ImagePullBackOff":
-                    out.append(Stuck(name, c.get("name", ""), reason, message,
-                                     IMAGE_HINT.format(image=image or "the image"), certain))
+                    out.append(Stuck(name, c.get("name", ""), reason, message, IMAGE_HINT, certain, image))
     return out
 
 
@@ -399,8 +399,9 @@ def unhealable_message(stuck: list[Stuck], seen_for: float) -> str:
     for s in stuck:
         where = f"pod {s.pod}" + (f" container {s.container}" if s.container else "")
         lines.append(f"  {where}: {s.reason}: {s.message}")
+    images = ", ".join(dict.fromkeys(s.image or "the image" for s in stuck if s.hint == IMAGE_HINT))
     for hint in dict.fromkeys(s.hint for s in stuck):
-        lines.append(f"  {hint}")
+        lines.append(f"  {hint.format(image=images) if hint == IMAGE_HINT else hint}")
     lines.append("  the objects stay as applied: `slurmk8s status PROFILE` shows them, `slurmk8s down PROFILE` removes them")
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ The stub serves no websocket exec, so the `sinfo` side is a function the tests p
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 
@@ -422,3 +423,17 @@ def test_up_images_refuses_what_images_build_cannot_have_made(tmp_path, images, 
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr and message in run.stderr.strip(), run.stderr
+
+
+def test_several_unpullable_images_are_named_in_one_hint(stub, kubeconfig, not_ready_cluster):
+    bundle = not_ready_cluster
+    lagging_pod(stub, bundle, "dev-controller", waiting=("ErrImagePull", PULL_NO_HOST))
+    other = copy.deepcopy(stub.store[("", "", PODS)]["dev-controller-0"])
+    other["metadata"] = {"name": "dev-login-0", "labels": other["metadata"]["labels"]}
+    other["status"]["containerStatuses"][0]["image"] = "mariadb:11.4"
+    other["spec"]["containers"][0]["image"] = "mariadb:11.4"
+    stub.seed(PODS, other)
+    lines = fail_fast(kubeconfig, bundle, FakeTime())
+    assert [line for line in lines if line.startswith("  images: ")] == [
+        f"  images: {SLINKY_SLURMCTLD}, mariadb:11.4 cannot be pulled here; build them with `slurmk8s images build` "
+        "and set spec.slurm.images (on kind: `slurmk8s up PROFILE --images local`), see docs/images.md"]
