@@ -121,12 +121,13 @@ def register(app: typer.Typer) -> None:
            rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="After the wait, replace slurmd pods whose spec changed: drain each node, wait for its jobs (spec.rollout), then replace it."),
            namespace: Optional[str] = _namespace_option(),
            adopt: Optional[list[str]] = typer.Option(None, "--adopt", metavar="KIND/NAME", help="Take over an existing object that slurmk8s did not create (repeatable); `down` then deletes it. Without it `up` refuses such objects."),
+           images: Optional[str] = typer.Option(None, "--images", metavar="PREFIX", help="Run the images `slurmk8s images build --registry PREFIX` made, over spec.slurm.images: PREFIX/<image>:<series>-<os>; 'local' is its default, localhost/slurmk8s (docs/images.md)."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
         """Create or update the cluster in Kubernetes (server-side apply) and wait until it is usable."""
         from slurmk8s.actions.up import UpOptions, run_up
         options = UpOptions(dry_run=dry_run, prune=prune, wait=wait, timeout=timeout,
                             force_conflicts=force_conflicts, workers=workers, verbose=verbose, rollout=rollout,
-                            namespace=namespace, adopt=tuple(adopt or ()))
+                            namespace=namespace, adopt=tuple(adopt or ()), images=images)
         _run(verbose, lambda: run_up(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout,
                                                          workers=workers), options, echo=typer.echo))
 

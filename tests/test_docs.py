@@ -48,18 +48,24 @@ ALLOWLIST = {
     "sudo bash tools/install-test-deps.sh": "needs root: installs packages, podman, kind, the Slurm images",
     "python -m pytest tests/e2e -v": _KIND,
     "SLURMK8S_E2E_REUSE=1 python -m pytest tests/e2e": _KIND,
+    # docs/kind-e2e.md's quick start: tests/e2e/test_quickstart.py runs it as written
     "KUBECONFIG=$(sudo tools/kind-cluster.sh up | tail -n 1)": _KIND,
-    'slurmk8s up my-kind-dev.yaml --kubeconfig "$KUBECONFIG"': _KIND + " and the reader's edited profile",
-    "kubectl --kubeconfig \"$KUBECONFIG\" -n slurm exec dev-login-0 -c sshd -- sbatch -N2 --wrap 'srun hostname'":
-        _KIND,
+    'slurmk8s up profiles/kind-dev.yaml --images local --kubeconfig "$KUBECONFIG"': _KIND,
+    'kubectl --kubeconfig "$KUBECONFIG" -n slurm exec dev-login-0 -c sshd -- srun -N2 hostname': _KIND,
+    'slurmk8s down profiles/kind-dev.yaml --kubeconfig "$KUBECONFIG"': _KIND,
+    "sudo tools/kind-cluster.sh down": _KIND,
 }
 TIMEOUT = 300
 
 
 def blocks(path: Path) -> list[list[str]]:
     """The commands of each sh/bash block: continuation lines joined, comments and blank lines dropped."""
+    return text_blocks(path.read_text())
+
+
+def text_blocks(text: str) -> list[list[str]]:
     found, current, inside = [], [], False
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         fence = line.strip()
         if fence.startswith("```"):
             if inside:
@@ -83,6 +89,20 @@ def blocks(path: Path) -> list[list[str]]:
                 commands.append(command)
         commands_of.append(commands)
     return commands_of
+
+
+def section_blocks(path: Path, heading: str) -> list[list[str]]:
+    """The commands of each sh block under `heading` (a markdown heading line), up to the next heading."""
+    lines, inside, section = path.read_text().splitlines(), False, None
+    for i, line in enumerate(lines):
+        if line.strip().startswith("```"):
+            inside = not inside
+        elif not inside and line.startswith("#"):
+            if section is not None:
+                return [b for b in text_blocks("\n".join(lines[section:i])) if b]
+            section = i + 1 if line == heading else None
+    assert section is not None, f"{path}: no heading {heading!r}"
+    return [b for b in text_blocks("\n".join(lines[section:])) if b]
 
 
 def without_comment(line: str) -> str:
@@ -229,3 +249,11 @@ def test_a_bad_command_would_be_caught() -> None:
         with pytest.raises(Exception):
             dry_parse(bad)
     dry_parse(["render", "profiles/kind-dev.yaml", "-o", "out", "--format", "helm"])
+
+
+def test_the_kind_quick_start_is_found_under_its_heading() -> None:
+    """tests/e2e/test_quickstart.py runs these blocks; here, fast: they are there and use no edited YAML."""
+    start, clean_up = section_blocks(ROOT / "docs" / "kind-e2e.md", "### Quick start")
+    assert start[0] == "KUBECONFIG=$(sudo tools/kind-cluster.sh up | tail -n 1)"
+    assert any(c.startswith("slurmk8s up profiles/kind-dev.yaml --images local") for c in start)
+    assert clean_up[-1] == "sudo tools/kind-cluster.sh down"

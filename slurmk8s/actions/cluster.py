@@ -72,8 +72,9 @@ class Cluster(PoolCluster, Protocol):
         """Every object's state, the pods, and `sinfo` from the controller."""
 
     def wait_until_usable(self, bundle: Bundle, *, timeout: float, progress: Callable[[str], None],
-                          ask_slurm: bool = True) -> None:
-        """Block until every workload is Ready and (ask_slurm) slurmctld knows every running pool member."""
+                          ask_slurm: bool = True, every_poll: bool = False) -> None:
+        """Block until every workload is Ready and (ask_slurm) slurmctld knows every running pool member;
+        progress gets each new line, or (every_poll) the current line at every poll, for a live line."""
 
     def slurm_versions(self, bundle: Bundle) -> dict[str, str]:
         """component -> the Slurm release its live StatefulSets run (slurmdbd, slurmctld, slurmd)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TextIO
 
 from slurmk8s import naming
 from slurmk8s.actions.cluster import Cluster
@@ -24,6 +25,34 @@ class UpOptions:
     rollout: bool = True  # replace stale slurmd pods drain-first after the wait (actions/rollout.py)
     namespace: str | None = None  # -n: instead of the profile's metadata.namespace
     adopt: tuple[str, ...] = ()  # KIND/NAME of existing objects someone else made, handed to slurmk8s on purpose
+    images: str | None = None  # --images: a prefix of `slurmk8s images build` ("local"), over spec.slurm.images
+
+
+# `--images local`: where `slurmk8s images build` tags its images by default.
+LOCAL_IMAGES = "local"
+
+
+def with_built_images(profile, prefix: str):
+    """The profile with every image as `slurmk8s images build --registry PREFIX` tags it for the profile's
+    series: <prefix>/<image>:<series>-<os>, the database <prefix>/mariadb:<series>-<os>. `local` is
+    naming.PROJECT_REGISTRY (localhost/slurmk8s); the pull policy stays the profile's."""
+    from dataclasses import replace
+    from slurmk8s.debian import SLURM_RELEASES
+    from slurmk8s.errors import UsageError
+    from slurmk8s.images.recipes import check_registry
+    from slurmk8s.profile.slurm import load_images
+    registry = naming.PROJECT_REGISTRY if prefix == LOCAL_IMAGES else prefix.rstrip("/")
+    problem = check_registry(registry)
+    if problem:
+        raise UsageError(f"--images: {problem}, or 'local' for {naming.PROJECT_REGISTRY}")
+    release = SLURM_RELEASES.get(profile.version)
+    if release is None:
+        raise UsageError(f"--images {prefix}: `slurmk8s images build` makes Slurm {', '.join(SLURM_RELEASES)}; "
+                         f"the profile runs {profile.version}")
+    tag = naming.image_tag(profile.version, release.os_name)
+    images = load_images({"registry": registry, "os": release.os_name, "pullPolicy": profile.images.pull_policy,
+                          "database": naming.image_ref(registry, "mariadb", tag)}, profile.version)
+    return replace(profile, images=images)
 
 
 def header(bundle, cluster: Cluster) -> str:
@@ -65,6 +94,21 @@ def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None])
                          lambda argv: cluster.slurm(bundle, argv), timeout=min(timeout, 300), say=echo)
 
 
+def wait_live(cluster, bundle, timeout: float, stream: TextIO) -> None:
+    """`up`'s wait on stream: a live line on a terminal (what is waited for, since when), timestamped lines
+    otherwise; the last line stays, with how long the wait took."""
+    from slurmk8s.progress import Progress
+    live, last, started = Progress(stream), [""], time.monotonic()
+
+    def show(line: str) -> None:
+        last[0] = line
+        live.update(line)
+    try:
+        cluster.wait_until_usable(bundle, timeout=timeout, progress=show, every_poll=True)
+    finally:
+        live.done(f"{last[0]} (after {time.monotonic() - started:.0f} s)" if last[0] else None)
+
+
 def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
            progress: Callable[[str], None] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
@@ -74,11 +118,16 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     from slurmk8s.render import render
     from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
 
+    live_wait = progress is None  # the CLI: the wait shows a live line
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path, options.namespace)  # once: the profile may come from stdin
+    if options.images:
+        profile = with_built_images(profile, options.images)
     bundle = render(profile)
     verb = "would be" if options.dry_run else ""
     echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")
+    if options.images:
+        echo(f"  images: {profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
     quiet = (UNCHANGED, KEPT)
     from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
     live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write
@@ -124,7 +173,10 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
         if day_two.slurm_files_changed:
             echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
         return plan
-    cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
+    if live_wait:
+        wait_live(cluster, bundle, options.timeout, sys.stderr)
+    else:
+        cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
     resume_own_drains(profile, bundle, cluster, log=echo)
     if day_two.slurm_files_changed:
         apply_in_place(cluster, bundle, options.timeout, echo)

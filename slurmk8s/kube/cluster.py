@@ -97,9 +97,9 @@ class KubeCluster:
         return cluster_status(self.kube, bundle, self._slurm_of(bundle), pod)
 
     def wait_until_usable(self, bundle: Bundle, *, timeout: float, progress: Callable[[str], None],
-                          ask_slurm: bool = True) -> None:
+                          ask_slurm: bool = True, every_poll: bool = False) -> None:
         wait_until_usable(self.kube, bundle, self._slurm_of(bundle) if ask_slurm else None, timeout=timeout,
-                          progress=progress)
+                          progress=progress, every_poll=every_poll)
 
     def slurm_versions(self, bundle: Bundle) -> dict[str, str]:
         return live.live_slurm_versions(self.kube, bundle)

@@ -6,6 +6,7 @@ websocket-capable API server.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
@@ -26,6 +27,11 @@ T = TypeVar("T")
 # saving (not running): not usable; '$' '@' '^' '-' (maintenance, reboot, planned) are registered.
 REGISTERED_STATES = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained",
                      "blocked"}
+# A pod condition that waiting does not heal (stuck_conditions) ends the wait once it has been seen this
+# long without a break: long enough for a Secret created moments later, a tag pushed mid-`up` or a DNS blip
+# to show up, short enough that a user hears of it at once. The wait then fails at its next poll: within
+# UNHEALABLE_AFTER + one interval (2 s) + one poll's requests, about 35 s on a responsive API server.
+UNHEALABLE_AFTER = 30.0
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,10 @@ class Waiter:
 
     def __init__(self, kube: Kube, bundle: Bundle, exec_in_controller: Callable[[list[str]], str] | None, *,
                  timeout: float = 600, interval: float = 2.0, progress: Callable[[str], None] = lambda line: None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 every_poll: bool = False):
+        """every_poll: call progress at every poll, not only when the line changes (a live line redraws
+        its clock; it drops repeats itself)."""
         self.kube = kube
         self.bundle = bundle
         self.exec_in_controller = exec_in_controller
@@ -153,6 +162,7 @@ class Waiter:
         self.progress = progress
         self.clock = clock
         self.sleep = sleep
+        self.every_poll = every_poll
         self._last_line = ""
 
     def _poll(self, deadline: float, read: Callable[[], T]) -> T | None:
@@ -172,16 +182,33 @@ class Waiter:
             return None
 
     def wait(self) -> list[WorkloadStatus]:
-        """Return once usable; raise ClusterError naming what is not ready on timeout."""
+        """Return once usable; raise ClusterError naming what is not ready on timeout, or at once (within
+        UNHEALABLE_AFTER of being seen) naming a pod condition that waiting does not heal."""
         deadline = self.clock() + self.timeout
+        trouble: dict[tuple[str, str, str], tuple[float, Stuck]] = {}  # since when, and what
         while True:
             statuses = self._poll(deadline, lambda: workload_statuses(self.kube, self.bundle))
             if statuses is None:
                 self.sleep(self.interval)
                 continue
-            self._say("pods ready: " + summarize(statuses))
+            line = "pods ready: " + summarize(statuses)
             if all(s.done for s in statuses):
+                self._say(line)
                 break
+            stuck = self._poll(deadline, lambda: stuck_pods(self.kube, self.bundle))
+            if stuck is not None:
+                now = self.clock()
+                # A back-off that does not say why continues a pull failure already seen; a healed one
+                # starts afresh.
+                seen = {s.key: s if s.certain else trouble[s.key][1] for s in stuck
+                        if s.certain or s.key in trouble}
+                trouble = {key: (trouble.get(key, (now,))[0], s) for key, s in seen.items()}
+                if any(now - since >= UNHEALABLE_AFTER for since, _ in trouble.values()):
+                    raise ClusterError(unhealable_message([s for _, s in trouble.values()],
+                                                          now - min(since for since, _ in trouble.values())))
+            if trouble:
+                line += "; cannot start: " + ", ".join(sorted({f"{s.pod} ({s.reason})" for _, s in trouble.values()}))
+            self._say(line)
             if self.clock() >= deadline:
                 raise ClusterError(self._timeout_message(statuses))
             self.sleep(self.interval)
@@ -210,7 +237,7 @@ class Waiter:
             self.sleep(self.interval)
 
     def _say(self, line: str) -> None:
-        if line != self._last_line:
+        if line != self._last_line or self.every_poll:
             self._last_line = line
             self.progress(line)
 
@@ -266,6 +293,122 @@ def why_not_ready(pod: Obj) -> str:
     return f"phase {status.get('phase', 'Unknown')}"
 
 
+@dataclass(frozen=True)
+class Stuck:
+    """A pod condition that waiting does not heal: what it is, and what the user can do."""
+
+    pod: str
+    container: str  # "" when the pod is not scheduled
+    reason: str
+    message: str
+    hint: str
+    certain: bool = True  # False: a pull back-off whose message and events do not say why the last pull failed
+    image: str = ""  # the image a pull trouble is about (IMAGE_HINT names them all in one line)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The same trouble from one poll to the next: ErrImagePull and ImagePullBackOff alternate."""
+        return self.pod, self.container, "image" if self.reason in PULL_REASONS else self.reason
+
+
+# The kubelet's waiting reasons of an image pull: the last pull failed (with a message; RegistryUnavailable
+# from a runtime that says so), or it waits to retry (since 1.30ish its message carries the last error).
+PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "RegistryUnavailable"})
+# Waiting reasons that no retry changes: a malformed reference; pullPolicy Never and the image is absent;
+# a Secret or ConfigMap (or a key of one) that the container's env or volumes name does not exist, or the
+# security context cannot be met.
+UNHEALABLE_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "SignatureValidationFailed",
+                                "CreateContainerConfigError"})
+# A pull that failed for a reason the next pull shares: the registry has no such image or tag, refuses
+# these credentials, or its name does not resolve (NXDOMAIN; a DNS server failure or timeout may heal).
+UNPULLABLE = re.compile(r"not found|manifest unknown|name unknown|unauthorized|authentication required|"
+                        r"access denied|access to the requested resource is not authorized|denied:|403 forbidden|"
+                        r"no such host", re.IGNORECASE)
+# The scheduler's per-node reasons that no change of the running pods heals: a node's labels, its taints
+# (but those of a node not yet Ready, cordoned or under pressure), a volume pinned elsewhere. Not among
+# them: Insufficient cpu/memory/<resource> (a burst scales down, a job ends), ports, anti-affinity,
+# topology spread, unbound claims (a provisioner is working). A node autoscaler that adds nodes of new
+# labels is not known here: with one, such a pod waits until --timeout.
+NEVER_FITS = re.compile(r"didn't match pod's node affinity/selector|didn't match node selector|"
+                        r"had volume node affinity conflict|had untolerated taint", re.IGNORECASE)
+HEALING_TAINTS = re.compile(r"node\.kubernetes\.io/|node\.cloudprovider\.kubernetes\.io/uninitialized|"
+                            r"ToBeDeletedByClusterAutoscaler")
+IMAGE_HINT = ("images: {image} cannot be pulled here; build them with `slurmk8s images build` and set "
+              "spec.slurm.images (on kind: `slurmk8s up PROFILE --images local`), see docs/images.md")
+CONFIG_HINT = ("the pod names a Secret or ConfigMap, or a key of one, that does not exist: create it (kubectl "
+               "-n {namespace} create secret ...) or fix the profile field that names it, then run `up` again")
+SETTINGS_HINT = ("the container's settings cannot be met by its image (see the message): fix the profile or "
+                 "the image, then run `up` again")
+SCHEDULE_HINT = ("no node can ever run this pod: label or untaint nodes to match its nodeSelector and "
+                 "tolerations (the profile's pool), or change the profile; then run `up` again")
+
+
+def never_fits(message: str) -> bool:
+    """The scheduler's 'Unschedulable' message says that no node can take the pod whatever else runs.
+
+    '0/4 nodes are available: 1 node(s) had untolerated taint {...}, 3 node(s) didn't match ... .
+    preemption: ...': every per-node reason must be one that does not heal; any other keeps waiting.
+    """
+    head = message.split(". preemption:")[0]
+    if ": " not in head:
+        return False
+    reasons = [r.strip().rstrip(".") for r in re.split(r", (?=\d+ )", head.split(": ", 1)[1])]
+    return bool(reasons) and all(NEVER_FITS.search(r) and not HEALING_TAINTS.search(r) for r in reasons)
+
+
+def stuck_conditions(pod: Obj, pull_events: Callable[[], list[str]], namespace: str) -> list[Stuck]:
+    """The pod's conditions that waiting does not heal. pull_events() gives the pod's newest events, asked
+    only for a back-off whose message does not say why the last pull failed."""
+    name = pod["metadata"]["name"]
+    status = pod.get("status") or {}
+    out = []
+    for cond in status.get("conditions") or []:
+        if (cond.get("type") == "PodScheduled" and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable" and never_fits(cond.get("message", ""))):
+            out.append(Stuck(name, "", "Unschedulable", cond.get("message", ""), SCHEDULE_HINT))
+    images = {c.get("name"): c.get("image", "") for group in ("initContainers", "containers")
+              for c in (pod.get("spec") or {}).get(group) or []}
+    for group in ("initContainerStatuses", "containerStatuses"):
+        for c in status.get(group) or []:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            reason, message = waiting.get("reason", ""), " ".join(str(waiting.get("message", "")).split())
+            image = images.get(c.get("name")) or c.get("image", "")
+            if reason in PULL_REASONS and not UNPULLABLE.search(message):
+                failed = [e for e in pull_events() if e.startswith("Failed: ") and image in e]
+                message = f"{message}; last event: {failed[-1]}" if failed else message
+            if reason == "CreateContainerConfigError":
+                hint = CONFIG_HINT if re.search(r"secret|configmap", message, re.IGNORECASE) else SETTINGS_HINT
+                out.append(Stuck(name, c.get("name", ""), reason, message, hint.format(namespace=namespace)))
+            elif reason in UNHEALABLE_REASONS or reason in PULL_REASONS:
+                certain = reason in UNHEALABLE_REASONS or bool(UNPULLABLE.search(message))
+                if certain or reason == "ImagePullBackOff":
+                    out.append(Stuck(name, c.get("name", ""), reason, message, IMAGE_HINT, certain, image))
+    return out
+
+
+def stuck_pods(kube: Kube, bundle: Bundle) -> list[Stuck]:
+    """Every condition that waiting does not heal, of this cluster's pods that are not Ready."""
+    out = []
+    for pod in list_pods(kube, bundle):
+        if not pod_ready(pod):
+            name = pod["metadata"]["name"]
+            out += stuck_conditions(pod, lambda: last_events(kube, bundle.namespace, name), bundle.namespace)
+    return out
+
+
+def unhealable_message(stuck: list[Stuck], seen_for: float) -> str:
+    """What cannot start and why, what to do, and that nothing was undone."""
+    lines = [f"pods cannot start, and waiting will not help (seen for {seen_for:.0f} s):"]
+    for s in stuck:
+        where = f"pod {s.pod}" + (f" container {s.container}" if s.container else "")
+        lines.append(f"  {where}: {s.reason}: {s.message}")
+    images = ", ".join(dict.fromkeys(s.image or "the image" for s in stuck if s.hint == IMAGE_HINT))
+    for hint in dict.fromkeys(s.hint for s in stuck):
+        lines.append(f"  {hint.format(image=images) if hint == IMAGE_HINT else hint}")
+    lines.append("  the objects stay as applied: `slurmk8s status PROFILE` shows them, `slurmk8s down PROFILE` removes them")
+    return "\n".join(lines)
+
+
 def last_events(kube: Kube, namespace: str, involved: str, limit: int = 3) -> list[str]:
     """The newest events about an object: 'Reason: message'."""
     listing = kube.request("GET", builtin("v1", "Event").collection(namespace), what=f"list events of {involved}",
@@ -282,6 +425,8 @@ def _events_suffix(kube: Kube, namespace: str, involved: str) -> str:
 
 def wait_until_usable(kube: Kube, bundle: Bundle, exec_in_controller: Callable[[list[str]], str] | None, *,
                       timeout: float = 600, interval: float = 2.0,
-                      progress: Callable[[str], None] = lambda line: None) -> list[WorkloadStatus]:
+                      progress: Callable[[str], None] = lambda line: None,
+                      every_poll: bool = False) -> list[WorkloadStatus]:
     """Block until every workload is Ready and slurmctld knows every running pool member."""
-    return Waiter(kube, bundle, exec_in_controller, timeout=timeout, interval=interval, progress=progress).wait()
+    return Waiter(kube, bundle, exec_in_controller, timeout=timeout, interval=interval, progress=progress,
+                  every_poll=every_poll).wait()
