@@ -120,7 +120,7 @@ def test_up_of_an_image_no_registry_here_serves_fails_fast_with_what_to_do(quick
     result, elapsed = failing_up(cluster, profile)
     try:
         assert_fails_fast(result, elapsed, r"^  pod pull-\S+ container \S+: (ErrImagePull|ImagePullBackOff): .+")
-        assert re.search(r"^  images: ghcr\.io/slinkyproject/\S+ cannot be pulled here; build them with "
+        assert re.search(r"^  images: ghcr\.io/slinkyproject/[^\n]* cannot be pulled here; build them with "
                          r"`slurmk8s images build` and set spec\.slurm\.images", result.stderr, re.MULTILINE)
         # nothing undone, as helm --wait leaves a failed release
         names = cluster.jsonpath("-n", "ff-pull", "get", "statefulsets", path="{.items[*].metadata.name}").split()
