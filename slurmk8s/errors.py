@@ -55,3 +55,7 @@ class ClusterError(SlurmK8sError):
     """A failure talking to a Kubernetes cluster, wrapped once at the kube boundary."""
 
     exit_code = 1
+
+
+class ExecRefused(ClusterError):
+    """The API server refused an exec itself (401, 403, 404): asking again will not help, so waits stop at once."""

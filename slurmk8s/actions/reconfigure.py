@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from slurmk8s import naming
-from slurmk8s.errors import ClusterError
+from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.render import restarts
 from slurmk8s.render.rollout import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen
 
@@ -137,6 +137,8 @@ def reconfigure_in_place(files: dict[str, str], controller_pods: list[str], nudg
     def seen() -> str:
         try:
             return run_exec(SEEN_DIGEST)
+        except ExecRefused:
+            raise  # RBAC or a missing pod: asking again will not help
         except ClusterError:
             return ""
     try:

@@ -9,7 +9,7 @@ from kubernetes import client as k8s_client
 from kubernetes.stream import stream
 
 from slurmk8s import naming
-from slurmk8s.errors import ClusterError
+from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.kube.client import Kube
 
 ExecFn = Callable[[list[str]], str]
@@ -17,10 +17,6 @@ ExecFn = Callable[[list[str]], str]
 # The websocket library's words for a refused upgrade (websocket/_handshake.py), which kubernetes.stream
 # passes on as an ApiException's reason.
 _HANDSHAKE_STATUS = re.compile(r"^Handshake status (\d{3})\b")
-
-
-class ExecRefused(ClusterError):
-    """The API server refused the exec itself (401, 403, 404): asking again will not help, so waits stop at once."""
 
 
 def refusal_hint(status: int, namespace: str) -> str:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from slurmk8s import naming
-from slurmk8s.errors import ClusterError
+from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
-from slurmk8s.kube.execpod import ExecRefused
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import builtin
 from slurmk8s.render import Bundle

@@ -99,3 +99,23 @@ def test_reconfigure_gives_up_with_one_clear_error_when_the_controller_never_see
     assert str(caught.value).startswith("the controller did not see the new Slurm config within 0 s")
     assert nudged == ["dev-controller-0", "dev-controller-1"]
     assert ran and ["scontrol", "reconfigure"] not in ran
+
+
+def test_reconfigure_stops_at_once_when_exec_is_refused():
+    """A 403 from pods/exec will not heal: the first refusal ends the wait with the RBAC hint, instead of
+    asking again until the timeout (issue 24, item 24)."""
+    import time
+
+    import pytest
+    from slurmk8s.actions.reconfigure import reconfigure_in_place
+    from slurmk8s.errors import ExecRefused
+    asked = []
+
+    def refused(command):
+        asked.append(command)
+        raise ExecRefused("exec in dev-controller-0: Forbidden: kubectl auth can-i create pods/exec -n slurm")
+    started = time.monotonic()
+    with pytest.raises(ExecRefused, match="can-i create pods/exec"):
+        reconfigure_in_place({"slurm.conf": "ClusterName=dev\n"}, ["dev-controller-0"], lambda pod, value: None,
+                             refused, timeout=60, poll=0.01, say=lambda line: None)
+    assert len(asked) == 1 and time.monotonic() - started < 30
