@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from slurmk8s.images.build import BuildOptions, ImageResult, build_series, check_request, save_series
+from slurmk8s.progress import Progress
 
 
 def build_images(series: list[str], options: BuildOptions, echo: Callable[[str], None] = print) -> list[ImageResult]:
@@ -14,8 +16,9 @@ def build_images(series: list[str], options: BuildOptions, echo: Callable[[str],
     for s in series:
         check_request(s, options)  # every argument is checked before anything is built
     results, started = [], time.monotonic()
+    live = Progress(sys.stderr)  # a live line on a terminal while a build step runs, timestamped lines in a log
     for s in series:
-        results += build_series(s, options, log=echo)
+        results += build_series(s, options, log=echo, progress=live)
     echo(results_table(results))
     built = sum(r.outcome == "built" for r in results)
     echo(f"{len(results)} images for Slurm {', '.join(series)} in {time.monotonic() - started:.1f} s "

@@ -27,6 +27,7 @@ from slurmk8s.images import recipes
 from slurmk8s.images.engine import ENGINES, Engine
 from slurmk8s.images.errors import ImageError
 from slurmk8s.images.recipes import ImageRecipe, Package
+from slurmk8s.progress import Progress
 
 CACHE_ENV = "SLURMK8S_IMAGE_CACHE"
 DEFAULT_CACHE_DIR = Path("/var/cache/slurmk8s/images")
@@ -82,13 +83,15 @@ def _workdir(options: BuildOptions, release: SlurmRelease) -> Path:
     return work
 
 
-def build_series(series: str, options: BuildOptions, log: Callable[[str], None] = print) -> list[ImageResult]:
-    """Build (or reuse) every image of a Slurm series; one result per image, in recipe order."""
+def build_series(series: str, options: BuildOptions, log: Callable[[str], None] = print,
+                 progress: Progress | None = None) -> list[ImageResult]:
+    """Build (or reuse) every image of a Slurm series; one result per image, in recipe order. `progress`
+    shows what a long step (a debootstrap import, a build) is doing while it runs."""
     release = check_request(series, options)
     work = _workdir(options, release)
     with debian.locked(work / "build.lock", log):
         log_file = work / "build.log"
-        engine = Engine(options.engine, log_file)
+        engine = Engine(options.engine, log_file, progress=progress)
         engine.check()
         log_file.write_text("")
         base_ref, base_id = _ensure_base(engine, release, options, work, log)

@@ -6,24 +6,40 @@ Every failure becomes an ImageError naming the step and carrying the engine's ow
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from slurmk8s.debian import tail
 from slurmk8s.images.errors import ImageError
+from slurmk8s.progress import Progress
 
 ENGINES = ("podman", "docker")
+PROGRESS_EVERY = 2.0  # seconds between two looks at a long step's log
+LOG_TAIL = 65536  # bytes of the log read for the current step (apt's output can run to megabytes)
+# The step a build is at: podman's (and docker's classic builder's) "STEP 3/9: RUN ...", BuildKit's "#7 [3/9] RUN ...".
+_STEP = re.compile(r"^(STEP \d+/\d+: .*|#\d+ \[[^]]*\d+/\d+\] .*)$", re.MULTILINE)
+
+
+def current_step(log: str) -> str | None:
+    """The last build step named in an engine's output, cut to one short line."""
+    steps = _STEP.findall(log)
+    return steps[-1][:120] if steps else None
 
 
 class Engine:
     """Runs ``podman`` or ``docker``; long steps append their output to ``log_file``."""
 
-    def __init__(self, name: str, log_file: Path):
+    def __init__(self, name: str, log_file: Path, progress: Progress | None = None,
+                 progress_every: float = PROGRESS_EVERY):
         if name not in ENGINES:
             raise ValueError(name)
         self.name = name
         self.log_file = Path(log_file)
+        self.progress = progress  # a long step shows what it is doing (images build); None: silent
+        self.progress_every = progress_every
 
     def check(self) -> None:
         """ImageError unless the engine is installed and answers (a docker CLI without its daemon does not)."""
@@ -51,15 +67,38 @@ class Engine:
         with self.log_file.open("ab") as out:
             out.write(f"\n$ {self.name} {' '.join(args)}\n".encode())
             out.flush()
-            try:
-                rc = subprocess.run([self.name, *args], stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
-                                    timeout=timeout).returncode
-            except subprocess.TimeoutExpired:
-                rc = None
+            start = out.tell()
+            with subprocess.Popen([self.name, *args], stdin=stdin, stdout=out, stderr=subprocess.STDOUT) as proc:
+                rc = self._wait(proc, what, start, time.monotonic() + timeout)
         if rc != 0:
             outcome = "timed out" if rc is None else f"failed ({self.name} exited {rc})"
             raise ImageError(f"{what} {outcome}; last output ({self.log_file}):\n"
                              f"{tail(self.log_file.read_text(errors='replace'))}")
+
+    def _wait(self, proc: subprocess.Popen, what: str, start: int, deadline: float) -> int | None:
+        """The step's exit code, None when it ran past the deadline (then it is killed). While it runs, the
+        progress line names the step and the build step it is at."""
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=max(min(self.progress_every, deadline - time.monotonic()), 0))
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        proc.kill()
+                        proc.wait()
+                        return None
+                    if self.progress is not None:
+                        with self.log_file.open("rb") as log:
+                            log.seek(max(start, log.seek(0, 2) - LOG_TAIL))  # the last step is near the end
+                            step = current_step(log.read().decode(errors="replace"))
+                        self.progress.update(f"{what}: {step}" if step else what)
+        except BaseException:  # Ctrl-C, or a progress line that could not be written: the step ends too
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            if self.progress is not None:
+                self.progress.done()
 
     def image_id(self, ref: str) -> str | None:
         """The full id of an image, None when there is none by that name."""

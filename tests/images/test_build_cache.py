@@ -22,7 +22,7 @@ class FakeEngine:
     resolution = ""
     ids = itertools.count(1)
 
-    def __init__(self, name, log_file):
+    def __init__(self, name, log_file, progress=None):
         self.log_file = log_file
 
     def check(self):
