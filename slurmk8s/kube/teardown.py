@@ -24,6 +24,7 @@ from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
 
 DELETED, WOULD_DELETE, ABSENT = "deleted", "would delete", "absent"
+FINISHED_PHASES = ("Succeeded", "Failed")  # a pod in these holds nothing and never terminates by itself
 
 
 def claim_name_patterns(bundle: Bundle) -> list[re.Pattern]:
@@ -114,11 +115,16 @@ class Teardown:
     def wait_for_pods_gone(self, timeout: float, interval: float = 2.0,
                            clock: Callable[[], float] = time.monotonic,
                            sleep: Callable[[float], None] = time.sleep) -> None:
-        """Block until no pod of the cluster is left (they terminate gracefully after the delete)."""
+        """Block until no pod of the cluster is left running (they terminate gracefully after the delete).
+
+        A finished pod (a hook Job's, Succeeded or Failed) holds nothing and never terminates by itself:
+        it is not waited for. Its Job is a GitOps tool's, not in the inventory `down` deletes.
+        """
         deadline = clock() + timeout
         last = -1
         while True:
-            pods = list_pods(self.kube, self.bundle)
+            pods = [p for p in list_pods(self.kube, self.bundle)
+                    if (p.get("status") or {}).get("phase") not in FINISHED_PHASES]
             if not pods:
                 return
             if len(pods) != last:

@@ -126,3 +126,23 @@ def test_down_waits_for_pods_to_terminate(running, kubeconfig):
     with pytest.raises(ClusterError, match="after 10 s waiting for pods to terminate: dev-debug-shell$"):
         td.wait_for_pods_gone(10, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
     assert now[0] >= 10
+
+
+def test_down_does_not_wait_for_finished_hook_pods(running, kubeconfig):
+    """A GitOps hook Job's pod (Succeeded or Failed) carries the cluster's labels but never terminates and is
+    not down's to delete: the wait ends without it (on kind it held `down` for its whole --timeout)."""
+    from apistub import make_pod
+    from slurmk8s.profile.files import read_profile
+    from slurmk8s.kube.client import Access, connect
+    from slurmk8s.kube.teardown import Teardown
+    from slurmk8s.render import render
+    labels = {"app.kubernetes.io/instance": "dev", "app.kubernetes.io/managed-by": "slurmk8s"}
+    for name, phase in (("dev-rollout-520864d0-d6qkr", "Succeeded"), ("dev-upgrade-check-b21dd49f-6fd7g", "Failed")):
+        pod = make_pod(name, labels, ready=False)
+        pod["status"]["phase"] = phase
+        running.seed(f"{NS}/pods", pod)
+    now = [0.0]
+    td = Teardown(connect(Access(kubeconfig)), render(read_profile(KIND_DEV)))
+    td.delete(td.workloads_and_plumbing())
+    td.wait_for_pods_gone(10, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert now[0] == 0  # returned at the first look
