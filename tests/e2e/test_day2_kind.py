@@ -57,6 +57,83 @@ def node_line(cluster: Cluster, node: str) -> str:
     return login(cluster, "scontrol", "-o", "show", "node", node, check=False)
 
 
+# --- The fuzz campaign's bundles against the API server itself (issue 24 item 11) -------------------------
+
+DRY_RUN_CASES = 400  # the default tier's campaign sample (tests/profile/test_fuzz.py)
+DRY_RUN_BUNDLES = 12
+
+
+def fuzzed_bundles(cases: int, wanted: int) -> list[list[dict]]:
+    """The objects (hooks included) of the first distinct bundles that the seeded campaign's valid profiles render."""
+    import random
+
+    from slurmk8s.errors import ProfileError
+    from slurmk8s.profile import load_profile
+    from slurmk8s.render import render
+
+    from tests.profile.test_fuzz import SEED, campaign_case
+
+    rng, seen, out = random.Random(SEED), set(), []
+    for n in range(cases):
+        data = campaign_case(rng, n)  # every case is drawn, so the stream is the campaign's own
+        if len(out) == wanted:
+            continue
+        try:
+            bundle = render(load_profile(data, "fuzz.yaml"))
+        except ProfileError:
+            continue
+        objects = list(bundle.objects + bundle.hooks)
+        key = json.dumps(objects, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(objects)
+    return out
+
+
+def test_the_fuzz_campaigns_valid_bundles_pass_the_api_servers_dry_run(kind: Cluster) -> None:
+    """What `validate` accepts, the API server takes: every object of a sample of the campaign's valid bundles
+    passes `kubectl apply --server-side --dry-run=server` (admission, defaulting, the API server's validation).
+    Custom resources of APIs kind does not serve (KEDA, the prometheus-operator, Multus) are left out here: the
+    campaign checks them against their CRDs' schemas. Namespaces a bundle needs are created for real (a dry-run
+    Namespace does not exist for the objects in it) and removed afterwards. First in the module: before `dev`
+    exists, so every object is created, not an update of the running cluster's."""
+    bundles = fuzzed_bundles(DRY_RUN_CASES, DRY_RUN_BUNDLES)
+    assert len(bundles) == DRY_RUN_BUNDLES, f"only {len(bundles)} distinct valid bundles in {DRY_RUN_CASES} cases"
+    served = set(kind.kubectl("api-versions").stdout.split())
+    existing = set(kind.jsonpath("get", "namespaces", path="{.items[*].metadata.name}").split())
+    created: list[str] = []
+    left_out: set[str] = set()
+    checked = 0
+    try:
+        for objects in bundles:
+            wanted = sorted({o["metadata"]["namespace"] for o in objects if o["metadata"].get("namespace")}
+                            | {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"})
+            for namespace in wanted:
+                if namespace not in existing and namespace not in created:
+                    kind.kubectl("create", "namespace", namespace)
+                    created.append(namespace)
+            sent = [o for o in objects if o["apiVersion"] in served and o["kind"] != "Namespace"]
+            left_out |= {f"{o['apiVersion']} {o['kind']}" for o in objects if o["apiVersion"] not in served}
+            result = kind.kubectl("apply", "--server-side", "--dry-run=server", "--force-conflicts",
+                                  "--field-manager=slurmk8s-fuzz", "-o", "name", "-f", "-", check=False,
+                                  input="".join("---\n" + json.dumps(o) + "\n" for o in sent), timeout=300)
+            assert result.returncode == 0, result.stderr
+            assert len(result.stdout.split()) == len(sent), (result.stdout, len(sent))
+            checked += len(sent)
+        # The same dry run refuses what the campaign's oracle refuses: two mounts at one path (N6a).
+        broken = next(o for o in bundles[0] if o["kind"] == "StatefulSet")
+        container = broken["spec"]["template"]["spec"]["containers"][0]
+        container["volumeMounts"] = [*container["volumeMounts"], {**container["volumeMounts"][0]}]
+        refused = kind.kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=slurmk8s-fuzz",
+                               "-f", "-", check=False, input=json.dumps(broken))
+        assert refused.returncode != 0 and "must be unique" in refused.stderr, refused.stderr
+    finally:
+        for namespace in created:
+            kind.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=300s", check=False, timeout=360)
+    print(f"dry run: {checked} objects of {len(bundles)} bundles accepted; left out: {sorted(left_out)}")
+    assert checked >= 10 * len(bundles)
+
+
 def test_a_maxtime_edit_reaches_every_daemon_in_place_while_a_job_runs(dev, tmp_path: Path) -> None:
     cluster, profile = dev
     job = login(cluster, "sbatch", "--parsable", "-w", "cpu-0", "--wrap", "sleep 90").strip()
