@@ -45,6 +45,11 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
 ))
 
 
+# slurm.conf keys written from a typed field of the profile: set there, not through spec.slurm.config.
+TYPED_SLURM_KEYS = {"suspendtime": "spec.powerSaving.suspendTime", "suspendtimeout": "spec.powerSaving.suspendTimeout",
+                    "resumetimeout": "spec.powerSaving.resumeTimeout"}
+
+
 # slurm.conf keys whose value is a whole line of its own options (Slurm's S_P_ARRAY keys in read_config.c):
 # `DownNodes=n[1-2] State=DOWN Reason=x` is one entry, and its options are checked against DownNodes' own
 # table. Every other key takes one value; NodeName, NodeSet, PartitionName and SlurmctldHost are owned.
@@ -78,8 +83,8 @@ SLINKY_IMAGE_VERSIONS = frozenset({"24.11", "25.05", "25.11", "26.05"})
 
 
 # Files the generator writes into /etc/slurm (slurm.conf's companions, keys, scripts).
-GENERATED_FILES = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "topology.conf", "slurmdbd.conf",
-                             "task_prolog.sh", "acct_gather.conf", "oci.conf"})
+GENERATED_FILES = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "topology.conf", "topology.yaml",
+                             "slurmdbd.conf", "task_prolog.sh"})
 
 
 def conf_value(value: Any) -> str:
@@ -112,10 +117,18 @@ def check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     dialect = versions.dialect(profile.version)
     if profile.auth == "slurm" and not dialect.has_auth_slurm:
         out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
+    seen: dict[str, str] = {}
     for key, value in slurm.get("config", {}).items():
         # A value with a line break (which could smuggle in owned keys) never gets here: loader.unsafe_text.
+        if key.lower() in seen:  # Slurm's keys ignore case: two spellings would be two lines, the last one winning
+            out.append((("spec", "slurm", "config", key), f"'{key}' is '{seen[key.lower()]}' again (Slurm's keys "
+                        "ignore case): set it once", True))
+        seen.setdefault(key.lower(), key)
         if key.lower() in OWNED_SLURM_KEYS:
             out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
+        elif key.lower() in TYPED_SLURM_KEYS:
+            out.append((("spec", "slurm", "config", key), f"'{key}' has its own field: set {TYPED_SLURM_KEYS[key.lower()]}",
+                        True))
         elif key.lower() not in LINE_SLURM_KEYS and one_word_problem(value):
             out.append((("spec", "slurm", "config", key), f"{value!r} {one_word_problem(value)}: in slurm.conf "
                         "what follows a space would be read as more keys, and what follows a '#' as a comment", False))

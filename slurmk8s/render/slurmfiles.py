@@ -160,6 +160,8 @@ def render_slurm_conf(profile: Profile) -> str:
         for part in profile.partitions
     ] + [p for p in [fence.shared_partition(profile)] if p]
     auth = "auth/slurm" if profile.auth == "slurm" else "auth/munge"
+    # A key spec.slurm.config sets is written once, in its section: the generator's default for it is left out.
+    profile_keys = frozenset(key.lower() for key, _ in profile.slurm_config)
     return _render(
         "slurm.conf.j2",
         cluster=profile.name,
@@ -172,6 +174,7 @@ def render_slurm_conf(profile: Profile) -> str:
         gres_types="gpu" if any(p.gpus for p in profile.pools) or fence.shared_nodes_have_gpus(profile) else "",
         accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
         extra=list(profile.slurm_config),
+        profile_keys=profile_keys,
         derived=jobdefaults.global_job_settings(profile),
         nodes=nodes,
         partitions=partitions,
@@ -181,7 +184,7 @@ def render_slurm_conf(profile: Profile) -> str:
         scheduling=scheduling_settings(profile),
         topology_plugin=topology.topology_plugin(profile),
         topology_file=topology.topology_file_name(profile),
-        observe=observe_settings(profile),
+        observe=[(k, v) for k, v in observe_settings(profile) if k.lower() not in profile_keys],
     )
 
 
