@@ -126,7 +126,9 @@ def test_the_fuzz_campaigns_valid_bundles_pass_the_api_servers_dry_run(kind: Clu
         container["volumeMounts"] = [*container["volumeMounts"], {**container["volumeMounts"][0]}]
         refused = kind.kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=slurmk8s-fuzz",
                                "-f", "-", check=False, input=json.dumps(broken))
-        assert refused.returncode != 0 and "must be unique" in refused.stderr, refused.stderr
+        # Server-side apply's typed merge refuses it before validation does ("must be unique").
+        assert refused.returncode != 0 and '.volumeMounts: duplicate entries for key [mountPath="' in refused.stderr, \
+            refused.stderr
     finally:
         for namespace in created:
             kind.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=300s", check=False, timeout=360)
