@@ -94,6 +94,7 @@ def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, wo
         document["restarts"] = [{"workload": r.ref, "pods": list(r.pods), "reasons": list(r.reasons)}
                                 for r in day_two.restarts]
         document["inPlace"] = list(day_two.in_place)
+        document["identityInPlace"] = list(day_two.identity)
         echo(format_document(document, output).rstrip("\n"))
         return plan
     text = format_plan_diff(plan)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.render import restarts
+from slurmk8s.render.k8s.identity import RELOAD_BOUND_SECONDS, RELOAD_SCRIPT
 from slurmk8s.render.rollout import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen
 
 ANNOTATION_CONFIG_SEEN = "slurmk8s.io/config-applied"
@@ -41,11 +42,15 @@ class DayTwo:
     restarts: tuple[Restart, ...]
     in_place: tuple[str, ...]
     slurm_files_changed: bool
+    identity: tuple[str, ...] = ()  # declared users, groups and keys: the pods reload them (render/k8s/identity.py)
 
     def lines(self) -> list[str]:
         out = [str(r) for r in self.restarts]
         if self.in_place:
             out.append(f"in place (scontrol reconfigure, no pod restarts): {', '.join(self.in_place)}")
+        if self.identity:
+            out.append(f"in place (running pods reload them within {RELOAD_BOUND_SECONDS} s, no pod restarts): "
+                       f"{', '.join(self.identity)}")
         return out
 
 
@@ -103,8 +108,27 @@ def _template_reasons(change, old_files: dict[str, str], new_files: dict[str, st
     return reasons
 
 
-def explain(changes, config_map: str, version: str, rendered_files: dict[str, str]) -> DayTwo:
-    """Restarts and in-place Slurm changes of a dry-run plan's changes (live before, applied after)."""
+def identity_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """What differs between two identity ConfigMaps' data, in words ("user bob added", "ssh keys of ada changed")."""
+    def entries(data: dict[str, str], key: str) -> dict[str, str]:
+        return {line.split(":", 1)[0]: line for line in data.get(key, "").splitlines() if line.strip()}
+
+    def compare(what: str, old: dict[str, str], new: dict[str, str]) -> list[str]:
+        return [f"{what} {name} {'added' if name not in old else 'removed' if name not in new else 'changed'}"
+                for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+    keys = lambda data: {k.removeprefix("ssh-"): v for k, v in data.items() if k.startswith("ssh-")}
+    out = compare("user", entries(before, "passwd"), entries(after, "passwd"))
+    out += compare("group", entries(before, "group"), entries(after, "group"))
+    out += compare("ssh keys of", keys(before), keys(after))
+    if before.get(RELOAD_SCRIPT) != after.get(RELOAD_SCRIPT):
+        out.append("the merge program")
+    return out
+
+
+def explain(changes, config_map: str, version: str, rendered_files: dict[str, str],
+            identity_map: str | None = None) -> DayTwo:
+    """Restarts and in-place changes (Slurm's, and the declared users') of a dry-run plan's changes (live before,
+    applied after)."""
     cm = next((c for c in changes if c.ref == f"ConfigMap/{config_map}"), None)
     old_files = dict(((cm.before or {}).get("data") or {})) if cm and cm.before else dict(rendered_files)
     new_files = dict(((cm.after or {}).get("data") or {})) if cm and cm.after else dict(rendered_files)
@@ -122,7 +146,12 @@ def explain(changes, config_map: str, version: str, rendered_files: dict[str, st
                     if e.lower() not in restart_keys]
         in_place += [name for name in sorted(set(old_files) | set(new_files))
                      if name not in ("slurm.conf", "cgroup.conf", "gres.conf") and old_files.get(name) != new_files.get(name)]
-    return DayTwo(tuple(found), tuple(in_place), cm is not None and cm.before is not None and old_files != new_files)
+    users = next((c for c in changes if identity_map and c.ref == f"ConfigMap/{identity_map}"), None)
+    identity: list[str] = []
+    if users is not None and users.before is not None and users.after is not None:
+        identity = identity_changes(users.before.get("data") or {}, users.after.get("data") or {})
+    return DayTwo(tuple(found), tuple(in_place), cm is not None and cm.before is not None and old_files != new_files,
+                  tuple(identity))
 
 
 def reconfigure_in_place(files: dict[str, str], controller_pods: list[str], nudge: Callable[[str, str], None],

@@ -81,7 +81,8 @@ def slurm_files(bundle) -> dict[str, str]:
 def day_two_of_plan(plan, bundle, version: str):
     """Restarts and in-place changes of a dry-run Plan (its changes carry live and applied objects)."""
     from slurmk8s.actions.reconfigure import explain
-    return explain(plan.changes, naming.config_map(bundle.cluster), version, slurm_files(bundle))
+    return explain(plan.changes, naming.config_map(bundle.cluster), version, slurm_files(bundle),
+                   naming.identity_config_map(bundle.cluster))
 
 
 def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None]) -> None:

@@ -93,6 +93,9 @@ def _user(user: tuple[str, int, int], why: str) -> Assertion:
 # Tools of the rendered init containers and hooks (init-config: chmod, ln or cp, install -o slurm,
 # awk over resolv.conf; slurmd's postStart: sed, head, date, sleep).
 _INIT_TOOLS = ("chmod", "install", "cat", "awk", "mkdir")
+# The identity merge (render/scripts/identity_reload.sh: init-config's pass, the identity-reload sidecar)
+# and the live pods' links to its files.
+_IDENTITY_TOOLS = ("sh", "cmp", "mv", "rm", "stat", "wc", "ln", "sleep")
 _PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "slurmctld": (("slurmctld", "the controller's command (slurmctld -D)"),
                   ("scontrol", "the power-saving and busy programs (scontrol show hostnames, update)"),
@@ -136,6 +139,7 @@ def assertions(role: str, series: str, auth: str) -> tuple[Assertion, ...]:
                            f'case "$({version_command(role)})" in "slurm {series}."*|"slurm-wlm {series}."*) ;; *) exit 1 ;; esac'))
     found.append(_user(SLURM_USER, "SlurmUser=slurm; runAsUser 401; init-config's install -o slurm -g slurm"))
     found += [_program(p, "init-config (chmod, install, awk over resolv.conf)") for p in _INIT_TOOLS]
+    found += [_program(p, "the declared users' merge (identity_reload.sh) and its links") for p in _IDENTITY_TOOLS]
     found += [_program(p, why) for p, why in _PROGRAMS[role]]
     if role == "slurmctld":
         modules = ", ".join(python_modules())

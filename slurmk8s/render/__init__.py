@@ -38,18 +38,16 @@ def render(profile: Profile) -> Bundle:
     files = k8s_rollout.with_busy_marking(profile, render_slurm_files(profile))
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
+    # The declared users feed no hash: the pods follow the identity ConfigMap without a restart
+    # (render/k8s/identity.py). Each pod template hashes only what needs a restart of its pod
+    # (render/restarts.py); the rest reaches the running daemons with `scontrol reconfigure` (`up` runs it).
+    # None where the users were: a profile without users keeps the hashes it had.
     identity_map = identity.build_configmap_identity(profile)
-    if identity_map:
-        # Every Slurm pod merges the users at start: a change of users rolls them all.
-        slurm_hash = config_hash(slurm_hash, identity_map["data"])
-    # Each pod template hashes only what needs a restart of its pod (render/restarts.py); the rest
-    # reaches the running daemons with `scontrol reconfigure` (`up` runs it).
     conf, version = files["slurm.conf"], profile.version
-    users = identity_map["data"] if identity_map else None
     start_files = slurmd_start_files(files)  # cgroup.conf, gres.conf without node indices, scripts
-    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, users)
-    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, users)
-    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, users)
+    client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, None)
+    slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, None)
+    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, None)
     acc = profile.accounting
     embedded_db = acc.enabled and acc.external is None
     components = [naming.CONTROLLER, naming.WORKER]

@@ -1,5 +1,9 @@
 """A declared user on kind: ssh in with the profile's key, a job runs as that user, its output shows on
 login through the shared /home, and sacct names the user (spec.identity, spec.volumes, host key Secret).
+Then a user and a key added to the profile reach the running pods without a restart (last, as it
+changes the cluster the other tests use).
+
+`python -m pytest tests/e2e/test_identity.py -m e2e` (its own kind cluster, slurmk8s-identity).
 
 kind's local-path class gives ReadWriteOnce claims only: every pod that mounts /home lands on the
 node that holds it (ReadWriteOnce is per node), so the pool has one 1-CPU node here.
@@ -9,12 +13,15 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import (
-    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, new_ssh_key, port_forward, run, wait_for_job, wait_until,
+    NAMESPACE, REPO, Cluster, kind_cluster, local_profile, new_ssh_key, port_forward, run, sinfo_states, wait_for_job,
+    wait_until,
 )
 from tests.waiting import wait_for
 
@@ -35,7 +42,7 @@ def ada_key(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ident(cluster: Cluster, ada_key: Path, tmp_path_factory) -> Cluster:
+def ident_profile(ada_key: Path, tmp_path_factory) -> Path:
     def declare(profile: dict) -> None:
         profile["metadata"]["name"] = "ident"
         spec = profile["spec"]
@@ -43,11 +50,15 @@ def ident(cluster: Cluster, ada_key: Path, tmp_path_factory) -> Cluster:
         spec["identity"] = {"users": [{"name": "ada", "uid": 2001,
                                        "sshKeys": [ada_key.with_suffix(".pub").read_text().strip()]}]}
         spec["volumes"] = [{"name": "home", "mountPath": "/home", "claim": {"size": "1Gi", "accessMode": "ReadWriteOnce"}}]
-    profile = local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("ident") / "ident.yaml", declare)
-    up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
+    return local_profile(REPO / "profiles" / "kind-dev.yaml", tmp_path_factory.mktemp("ident") / "ident.yaml", declare)
+
+
+@pytest.fixture(scope="module")
+def ident(cluster: Cluster, ident_profile: Path) -> Cluster:
+    up = cluster.slurmk8s("up", str(ident_profile), "--timeout", "900")
     assert "cluster ident is ready" in up.stdout
     yield cluster
-    cluster.slurmk8s("down", str(profile), "--delete-data", "--yes", check=False)
+    cluster.slurmk8s("down", str(ident_profile), "--delete-data", "--yes", check=False)
 
 
 def ssh(port: int, key: Path, user: str, command: str, known_hosts: Path | None = None) -> subprocess.CompletedProcess:
@@ -108,3 +119,60 @@ class TestDeclaredUser:
         with port_forward(ident, "svc/ident-login", 22) as port:
             out = ssh(port, ada_key, "ada", f"srun sh -c \"{probe}\"").stdout.split()
         assert out == ["755", "755"], out
+
+
+# docs/users-and-storage.md, "Changes without restarts" (identity.RELOAD_BOUND_SECONDS): the kubelet's
+# sync (at most 90 s) and one pass of the identity-reload sidecar (5 s); the margin is for kubectl exec
+# on a loaded machine.
+RELOAD_BOUND_S, MARGIN_S = 100, 80
+CPU_POD = "ident-cpu-0"
+
+
+def running_pod_uids(cluster: Cluster) -> dict[str, str]:
+    """name -> uid of every running pod of the ident cluster."""
+    items = yaml.safe_load(cluster.kubectl("-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/instance=ident",
+                                           "-o", "yaml").stdout)["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items if p["status"].get("phase") == "Running"}
+
+
+class TestChangesWithoutRestarts:
+    def test_a_new_user_and_key_reach_login_and_slurmd_without_a_restart_or_a_drain(
+            self, ident: Cluster, ident_profile: Path, tmp_path: Path) -> None:
+        bob_key = new_ssh_key(tmp_path)
+        profile = yaml.safe_load(ident_profile.read_text())
+        profile["spec"]["identity"]["users"].append(
+            {"name": "bob", "uid": 2002, "sshKeys": [bob_key.with_suffix(".pub").read_text().strip()]})
+        edited = tmp_path / "ident.yaml"
+        edited.write_text(yaml.safe_dump(profile, sort_keys=False))
+        before = running_pod_uids(ident)
+        assert {LOGIN, CPU_POD} <= set(before), before
+
+        diff = ident.slurmk8s("diff", str(edited), check=False)
+        assert diff.returncode == 1, diff.stdout  # changes, as kubectl diff
+        lines = diff.stdout.splitlines()
+        assert ("in place (running pods reload them within 100 s, no pod restarts): "
+                "user bob added, group bob added, ssh keys of bob added") in lines, lines
+        assert not [line for line in lines if line.startswith("restarts:")], lines
+
+        up = ident.slurmk8s("up", str(edited), "--timeout", "600").stdout.splitlines()
+        deadline = time.monotonic() + RELOAD_BOUND_S + MARGIN_S  # the ConfigMap is written by now
+        assert not [line for line in up if line.startswith("restarts:")], up
+
+        def left() -> float:
+            return max(1.0, deadline - time.monotonic())
+        bob = "bob:x:2002:2002::/home/bob:/bin/bash"
+        for pod, container in ((LOGIN, CONTAINER), (CPU_POD, "slurmd")):
+            wait_until(lambda: ident.exec(pod, container, "getent", "passwd", "bob", check=False).stdout.strip() == bob
+                       or None, left(), f"getent passwd bob in {pod}")
+            group = ident.exec(pod, container, "getent", "group", "bob").stdout.strip()
+            assert group == "bob:x:2002:", (pod, group)
+        key = bob_key.with_suffix(".pub").read_text().strip()
+        wait_until(lambda: ident.exec(LOGIN, CONTAINER, "cat", "/etc/ssh/authorized_keys/bob", check=False).stdout.strip()
+                   == key or None, left(), "bob's key in login's authorized_keys")
+        with port_forward(ident, "svc/ident-login", 22) as port:
+            out = ssh(port, bob_key, "bob", "id -un; id -u; echo $HOME; stat -c '%U %a' $HOME").stdout.split("\n")
+        assert out[:4] == ["bob", "2002", "/home/bob", "bob 700"], out  # his home made by the sidecar
+
+        assert running_pod_uids(ident) == before  # no pod restarted
+        states = sinfo_states(ident, LOGIN, CONTAINER)
+        assert states and not [n for n, s in states.items() if s.startswith(("drain", "drng"))], states

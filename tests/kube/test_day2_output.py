@@ -119,3 +119,26 @@ def test_reconfigure_stops_at_once_when_exec_is_refused():
         reconfigure_in_place({"slurm.conf": "ClusterName=dev\n"}, ["dev-controller-0"], lambda pod, value: None,
                              refused, timeout=60, poll=0.01, say=lambda line: None)
     assert len(asked) == 1 and time.monotonic() - started < 30
+
+
+ADA = {"name": "ada", "uid": 2001, "sshKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY ada"]}
+BOB = {"name": "bob", "uid": 2002, "sshKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY bob"]}
+IN_PLACE_USERS = ("in place (running pods reload them within 100 s, no pod restarts): "
+                  "user bob added, group bob added, ssh keys of ada changed, ssh keys of bob added")
+
+
+def test_diff_and_up_apply_a_change_of_users_and_keys_in_place_and_replace_no_pod(stub, up, kubeconfig, edited_profile):
+    up(edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ADA]})))
+    templates = {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
+                 for n in ("dev-cpu", "dev-controller", "dev-login")}
+    ada = {**ADA, "sshKeys": ADA["sshKeys"] + [ADA["sshKeys"][0] + "-laptop"]}
+    edited = edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ada, BOB]}))
+    lines = diff_lines(kubeconfig, edited)
+    assert IN_PLACE_USERS in lines
+    assert not [line for line in lines if line.startswith(("restarts:", "in place (scontrol"))], lines
+    _, applied = up(edited)
+    assert IN_PLACE_USERS in applied
+    assert "  ConfigMap/dev-identity configured" in applied
+    assert not [line for line in applied if line.startswith("restarts:")]
+    assert {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
+            for n in templates} == templates

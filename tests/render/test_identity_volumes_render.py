@@ -1,17 +1,15 @@
-"""Declared users and profile volumes in the rendered pods; the init container's merge run for real."""
+"""Declared users and profile volumes in the rendered pods; no change of users reaches a pod template
+(tests/render/test_identity_reload.py runs the merge itself)."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import kubernetes_validate
 import pytest
+import yaml
 
 from slurmk8s import naming
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
-from slurmk8s.render.k8s.identity import identity_script
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY ada@example.org"
 
@@ -61,36 +59,88 @@ def test_the_identity_configmap_holds_passwd_group_and_keys() -> None:
     assert "ssh-max" not in data
 
 
+LIVE_PODS = ("demo-cpu", "demo-login")  # root daemons: they link /etc/passwd to the reloaded files
+
+
 def test_every_slurm_container_sees_the_merged_files_read_only() -> None:
     pods = pod_templates(objects())
     assert set(pods) >= {"demo-controller", "demo-cpu", "demo-login", "demo-accounting", "demo-restapi"}
+    snapshot = {"/etc/group": {"name": "identity-files", "mountPath": "/etc/group", "subPath": "group", "readOnly": True},
+                "/etc/passwd": {"name": "identity-files", "mountPath": "/etc/passwd", "subPath": "passwd",
+                                "readOnly": True}}
+    live = {"/run/slurmk8s-identity": {"name": "identity-files", "mountPath": "/run/slurmk8s-identity", "readOnly": True}}
     for name, pod in pods.items():
         if name == "demo-mariadb":
             continue
-        for c in pod["containers"]:
+        for c in pod["containers"] + pod["initContainers"][1:]:
+            if c["name"] == "identity-reload":
+                continue
             got = {m["mountPath"]: m for m in c["volumeMounts"] if m["name"] == "identity-files"}
-            assert got == {"/etc/group": {"name": "identity-files", "mountPath": "/etc/group", "subPath": "group",
-                                          "readOnly": True},
-                           "/etc/passwd": {"name": "identity-files", "mountPath": "/etc/passwd", "subPath": "passwd",
-                                           "readOnly": True}}, (name, c["name"])
+            assert got == (live if name in LIVE_PODS else snapshot), (name, c["name"])
+            if name in LIVE_PODS:
+                assert c["command"][2].startswith("ln -sfn /run/slurmk8s-identity/passwd /etc/passwd && "
+                                                  "ln -sfn /run/slurmk8s-identity/group /etc/group && exec "), c["name"]
         init = pod["initContainers"][0]
-        assert "cat /mnt/identity/passwd >> /mnt/identity-files/passwd" in init["command"][-1], name
+        assert "\nsh /mnt/identity/reload.sh once\n" in init["command"][-1], name
 
 
-def test_login_installs_each_users_keys_owned_by_the_user() -> None:
-    init = pod_templates(objects())["demo-login"]["initContainers"][0]["command"][-1]
-    assert "install -m 0600 -o 2001 -g 2001 /mnt/identity/ssh-ada /etc/ssh/authorized_keys/ada" in init
-    assert "authorized_keys/max" not in init  # no keys, no file
+def test_live_pods_run_the_reloader_on_the_configmap_without_subpath() -> None:
+    pods = pod_templates(objects())
+    for name in LIVE_PODS:
+        sidecar = next(c for c in pods[name]["initContainers"] if c["name"] == "identity-reload")
+        assert sidecar["restartPolicy"] == "Always"
+        assert sidecar["command"] == ["/bin/sh", "/mnt/identity/reload.sh", "watch"]
+        mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+        assert mounts["/mnt/identity"] == {"name": "identity", "mountPath": "/mnt/identity", "readOnly": True}
+        assert mounts["/mnt/identity-files"] == {"name": "identity-files", "mountPath": "/mnt/identity-files"}
+        assert not [m for m in sidecar["volumeMounts"] if "subPath" in m], name
+        assert {"name": "IDENTITY_HOMES", "value": "/home"} in sidecar["env"]
+    login = next(c for c in pods["demo-login"]["initContainers"] if c["name"] == "identity-reload")
+    assert {"name": "IDENTITY_KEYS", "value": "/etc/ssh/authorized_keys"} in login["env"]
+    assert {"name": "ssh", "mountPath": "/etc/ssh"} in login["volumeMounts"]
+    for name in ("demo-controller", "demo-accounting", "demo-restapi"):
+        assert not [c for c in pods[name]["initContainers"] if c["name"] == "identity-reload"], name
 
 
-def test_a_change_of_users_rolls_every_slurm_pod() -> None:
-    def hashes(text: str) -> dict[str, str]:
-        return {n: p for n, p in ((o["metadata"]["name"],
-                                   o["spec"]["template"]["metadata"].get("annotations", {}).get("slurmk8s.io/config-hash"))
-                                  for o in objects(text) if o["kind"] in ("StatefulSet", "Deployment")) if p}
-    before, after = hashes(PROFILE), hashes(PROFILE.replace("uid: 2002", "uid: 2003"))
-    assert set(before) >= {"demo-controller", "demo-cpu", "demo-login"}
-    assert all(before[n] != after[n] for n in before), (before, after)
+def test_the_configmap_carries_the_reloader() -> None:
+    from slurmk8s.render.k8s.identity import render_reload_script
+    assert find(objects(), "ConfigMap", "demo-identity")["data"]["reload.sh"] == render_reload_script()
+
+
+def pod_template_objects(text: str) -> dict[str, dict]:
+    """Every workload's and hook Job's name -> its whole pod template (metadata with the hashes, spec)."""
+    bundle = render(load_profile(text.encode()))
+    return {f"{o['kind']}/{o['metadata']['name']}": o["spec"]["template"] for o in list(bundle.objects) + list(bundle.hooks)
+            if "template" in o.get("spec", {})}
+
+
+CHANGES = {
+    "a user added": [("      - {name: max, uid: 2002, gid: 3000, shell: /bin/sh}\n",
+                      "      - {name: max, uid: 2002, gid: 3000, shell: /bin/sh}\n      - {name: bob, uid: 2003}\n")],
+    "a user removed": [("      - {name: max, uid: 2002, gid: 3000, shell: /bin/sh}\n", ""),
+                       ("members: [ada, max]", "members: [ada]")],
+    "a uid changed": [("uid: 2002", "uid: 2004")],
+    "an ssh key added": [(f'sshKeys: ["{KEY}"]', f'sshKeys: ["{KEY}", "{KEY.replace("ada@", "ada2@")}"]')],
+    "an ssh key removed": [(f', sshKeys: ["{KEY}"]', "")],
+    "a group changed": [("members: [ada, max]", "members: [ada]")],
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
+def test_an_identity_change_leaves_every_pod_template_byte_identical(change: str) -> None:
+    edited = PROFILE
+    for old, new in CHANGES[change]:
+        assert old in edited, old
+        edited = edited.replace(old, new)
+    before, after = pod_template_objects(PROFILE), pod_template_objects(edited)
+    assert set(before) >= {"StatefulSet/demo-controller", "StatefulSet/demo-cpu", "StatefulSet/demo-login",
+                           "StatefulSet/demo-accounting", "Deployment/demo-restapi"}
+    assert before.keys() == after.keys()  # a hook Job renamed would be a new pod
+    for name in before:
+        assert yaml.safe_dump(before[name], sort_keys=True) == yaml.safe_dump(after[name], sort_keys=True), name
+    old_cm = find(objects(PROFILE), "ConfigMap", "demo-identity")["data"]
+    new_cm = find(objects(edited), "ConfigMap", "demo-identity")["data"]
+    assert old_cm != new_cm  # the change is there: in the ConfigMap only
 
 
 def test_no_identity_renders_nothing_of_it() -> None:
@@ -120,13 +170,13 @@ def test_volumes_mount_where_the_profile_says() -> None:
     assert vols["vol-scratch"]["nfs"] == {"server": "nfs.example", "path": "/export/scratch", "readOnly": False}
 
 
-def test_homes_are_made_by_the_init_containers_that_mount_home() -> None:
+def test_homes_are_made_in_the_pods_that_mount_home() -> None:
     pods = pod_templates(objects())
-    line = "[ -d /home/ada ] || install -d -m 0700 -o 2001 -g 2001 /home/ada"
     for name in ("demo-login", "demo-cpu"):
         init = pods[name]["initContainers"][0]
-        assert line in init["command"][-1], name
+        assert {"name": "IDENTITY_HOMES", "value": "/home"} in init["env"], name
         assert {"name": "vol-home", "mountPath": "/home"} in init["volumeMounts"], name
+        assert "/home/ada" not in yaml.safe_dump(pods[name]), name  # no user in the template
 
 
 @pytest.mark.parametrize("version", ["1.29.0", "1.34.0"])
@@ -134,33 +184,6 @@ def test_the_new_objects_validate_strictly(version: str) -> None:
     for obj in objects():
         if obj["metadata"]["name"] in ("demo-identity", "demo-home", "demo-login", "demo-cpu"):
             kubernetes_validate.validate(obj, version, strict=True)
-
-
-IMAGE_PASSWD = "root:x:0:0:root:/root:/bin/bash\nslurm:x:401:401::/var/lib/slurm:/bin/false\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\nold:x:2001:2001::/home/old:/bin/sh\n"
-IMAGE_GROUP = "root:x:0:\nslurm:x:401:\nubuntu:x:1000:\nada:x:1500:\n"
-
-
-def test_the_init_merge_keeps_the_image_and_lets_the_profile_win(tmp_path: Path) -> None:
-    """The init container's shell, run with sh and awk against an image's files."""
-    profile = load_profile(PROFILE.encode())
-    src, out, etc = tmp_path / "src", tmp_path / "out", tmp_path / "etc"
-    for d in (src, out, etc):
-        d.mkdir()
-    cm = find(list(render(profile).objects), "ConfigMap", "demo-identity")["data"]
-    (src / "passwd").write_text(cm["passwd"])
-    (src / "group").write_text(cm["group"])
-    (etc / "passwd").write_text(IMAGE_PASSWD)
-    (etc / "group").write_text(IMAGE_GROUP)
-    script = "\n".join(identity_script(profile)).replace("/mnt/identity-files", str(out)) \
-        .replace("/mnt/identity", str(src)).replace("/etc/", f"{etc}/")
-    run = subprocess.run(["sh", "-ec", script], capture_output=True, text=True, timeout=30)
-    assert run.returncode == 0, run.stderr
-    assert (out / "passwd").read_text() == (
-        "root:x:0:0:root:/root:/bin/bash\nslurm:x:401:401::/var/lib/slurm:/bin/false\n"
-        "ubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n" + cm["passwd"])  # 'old' had ada's uid
-    assert (out / "group").read_text() == "root:x:0:\nslurm:x:401:\nubuntu:x:1000:\n" + cm["group"]  # 'ada' renamed
-    assert f"replaces the image entry old of {etc}/passwd" in run.stderr
-    assert oct((out / "passwd").stat().st_mode & 0o777) == "0o644"
 
 
 def test_login_replicas_share_one_host_key_from_a_create_once_secret() -> None:

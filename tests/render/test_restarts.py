@@ -149,6 +149,10 @@ FIELD_CHANGES = [
     ("maxReplicas-22.05", LEGACY, lambda s: _pool(s, "cpu").update(maxReplicas=6), {"StatefulSet/legacy-controller"}),
     ("topology-last-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-b1")["slots"].update(cpu=2),
                                                       _pool(s, "cpu").update(maxReplicas=5)), set()),
+    # Declared users, groups and keys: the pods reload them (render/k8s/identity.py).
+    ("identity-users", GPU_IB, lambda s: s["identity"]["users"].append({"name": "zoe", "uid": 2005}), set()),
+    ("identity-ssh-key", GPU_IB, lambda s: s["identity"]["users"][0].setdefault("sshKeys", []).append(
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYZ zoe@example.org"), set()),
     # Pod i of a later leaf becomes another Slurm node (its first node moves): a new identity.
     ("topology-first-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-a1")["slots"].update(cpu=3),
                                                        _pool(s, "cpu").update(maxReplicas=5)),
@@ -156,7 +160,6 @@ FIELD_CHANGES = [
     # What pods read only at start, or their pod spec: meant to restart, and only those pods.
     ("ssh-keys", GPU_IB, lambda s: s["login"]["authorizedKeys"].append(
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYZ ops@example.org"), {R + "login"}),
-    ("identity-users", GPU_IB, lambda s: s["identity"]["users"].append({"name": "zoe", "uid": 2005}), EVERY_SLURM_POD),
     ("gpu-type", GPU_IB, lambda s: _pool(s, "a100")["gpus"].update(type="a100x"), GPU_POOLS),  # gres.conf
     ("tolerations", GPU_IB, lambda s: _pool(s, "a100").update(tolerations=[{"key": "x", "operator": "Exists"}]),
      {R + "a100"}),

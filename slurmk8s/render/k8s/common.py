@@ -9,7 +9,9 @@ from typing import Any
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.k8s.identity import identity_init_mounts, identity_mounts, identity_script, identity_volumes
+from slurmk8s.render.k8s.identity import (
+    SNAPSHOT, identity_init_mounts, identity_mounts, identity_script, identity_volumes, live_command,
+)
 from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, task_prolog
 from slurmk8s.render.slurmfiles import JWT_KEY_PATH
 from slurmk8s.render.topology import topology_file_name
@@ -91,8 +93,9 @@ def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
     return vols + identity_volumes(profile)
 
 
-def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> list[Obj]:
-    """Mounts for the config init container (init=True) or a daemon/client container."""
+def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY, users: str = SNAPSHOT) -> list[Obj]:
+    """Mounts for the config init container (init=True) or a daemon/client container (users: identity.SNAPSHOT
+    or identity.LIVE_USERS, whether its declared users follow changes)."""
     # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
     mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
     if (init and (config != CONFIG_FETCHED or needs_config_source(profile))) or config == CONFIG_LIVE:
@@ -105,7 +108,7 @@ def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> li
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
     elif profile.auth == "munge":
         mounts += [{"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
-    return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile))
+    return mounts + (identity_init_mounts(profile) if init else identity_mounts(profile, users))
 
 
 def init_scripts(profile: Profile) -> list[str]:
@@ -353,7 +356,7 @@ def sack_client_mounts(profile: Profile) -> list[Obj]:
     return [{"name": SACK_VOLUME, "mountPath": SACK_DIR}] if profile.auth == "slurm" else []
 
 
-def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = False) -> list[Obj]:
+def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = False, users: str = SNAPSHOT) -> list[Obj]:
     """sackd as a native sidecar (auth/slurm), for a pod whose Slurm clients run beside no daemon.
 
     A client under auth/slurm never signs with the key itself: it asks a sack socket, which only
@@ -369,10 +372,10 @@ def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = F
         "image": profile.images.login,
         "imagePullPolicy": profile.images.pull_policy,
         "restartPolicy": "Always",
-        "command": ["sackd", "-D"],
+        "command": live_command(profile, ["sackd", "-D"]) if users != SNAPSHOT else ["sackd", "-D"],
         "startupProbe": {"exec": {"command": ["test", "-S", f"{SACK_DIR}/sack.socket"]}, "periodSeconds": 1,
                          "failureThreshold": 30},
-        "volumeMounts": mounts_config(profile, init=False, config=config) + sack_client_mounts(profile),
+        "volumeMounts": mounts_config(profile, init=False, config=config, users=users) + sack_client_mounts(profile),
         "resources": small_resources(),
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False} if as_root else
         {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,

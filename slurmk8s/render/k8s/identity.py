@@ -1,13 +1,25 @@
-"""Declared users in every Slurm pod: passwd/group lines merged into the image's at pod start.
+"""Declared users in every Slurm pod: passwd/group lines merged into the image's, kept current without a restart.
 
-The init container (common.init_config_container) writes the merged files into a small
-emptyDir; every container of the pod mounts them over /etc/passwd and /etc/group (subPath,
-read-only). The image's own entries stay (root, slurm, sshd ...) except those whose name or id
-a declared entry takes: the profile is the authority for ids 1000 and up (docs/users-and-storage.md).
+The identity ConfigMap holds the declared lines, the keys and the merge program (reload.sh, from
+render/scripts/identity_reload.sh). init-config runs one pass into a small emptyDir before any daemon
+starts. Nothing of the users reaches a pod template, so a change of users, groups or keys restarts
+no pod (docs/users-and-storage.md, "Changes without restarts"):
+
+- live pods (login, slurmd): an identity-reload sidecar repeats the pass every RELOAD_INTERVAL
+  seconds on the kubelet's refreshed copy of the ConfigMap, renaming changed files into place; the
+  root containers link /etc/passwd and /etc/group to that emptyDir (mounted read-only, no subPath)
+  when they start, and login's sshd reads the keys the sidecar writes.
+- the other pods' daemons run as a non-root user, who cannot replace /etc/passwd: they mount the
+  merged files of their start over the image's (subPath), as before.
+
+The image's own entries stay (root, slurm, sshd ...) except those whose name or id a declared entry
+takes: the profile is the authority for ids 1000 and up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 from slurmk8s import naming
@@ -16,14 +28,27 @@ from slurmk8s.profile.model import Profile
 
 Obj = dict[str, Any]
 
-SOURCE = "/mnt/identity"  # the ConfigMap, in the init container
-MERGED = "/mnt/identity-files"  # the emptyDir the init container writes, in the init container
+SOURCE = "/mnt/identity"  # the ConfigMap (no subPath: the kubelet refreshes it), in init-config and the sidecar
+MERGED = "/mnt/identity-files"  # the emptyDir the merge writes, in init-config and the sidecar
+LIVE = "/run/slurmk8s-identity"  # the same emptyDir, read-only, in a live pod's daemon containers
 AUTHORIZED_KEYS_DIR = "/etc/ssh/authorized_keys"
+RELOAD_SCRIPT = "reload.sh"  # its key in the ConfigMap
+RELOAD_INTERVAL = 5  # seconds between the sidecar's passes
+# The longest a change takes to reach a running live pod with the kubelet's defaults: the kubelet
+# rewrites a mounted ConfigMap on its pod sync, every syncFrequency (1 min) plus up to half of it
+# in jitter (its watch-based cache sees the change at once), then one sidecar pass.
+RELOAD_BOUND_SECONDS = 100
+SNAPSHOT, LIVE_USERS = "snapshot", "live"
 
 
 def ssh_key_file(user: UnixUser) -> str:
     """The ConfigMap key holding a user's authorized_keys."""
     return f"ssh-{user.name}"
+
+
+def render_reload_script() -> str:
+    """The merge program every pod with declared users runs (POSIX sh and awk)."""
+    return resources.files("slurmk8s.render").joinpath("scripts/identity_reload.sh").read_text("utf-8")
 
 
 def render_passwd(identity: Identity) -> str:
@@ -37,11 +62,11 @@ def render_group(identity: Identity) -> str:
 
 
 def build_configmap_identity(profile: Profile) -> Obj | None:
-    """passwd and group fragments and each user's ssh keys (None without declared users)."""
+    """passwd and group fragments, each user's ssh keys and the merge program (None without declared users)."""
     identity = profile.identity
     if identity is None:
         return None
-    data = {"group": render_group(identity), "passwd": render_passwd(identity)}
+    data = {"group": render_group(identity), "passwd": render_passwd(identity), RELOAD_SCRIPT: render_reload_script()}
     for u in identity.users:
         if u.ssh_keys:
             data[ssh_key_file(u)] = "".join(f"{k}\n" for k in u.ssh_keys)
@@ -66,32 +91,64 @@ def identity_init_mounts(profile: Profile) -> list[Obj]:
             {"name": "identity-files", "mountPath": MERGED}]
 
 
-def identity_mounts(profile: Profile) -> list[Obj]:
-    """The merged files over the image's, read-only: a job cannot add itself to a group."""
+def identity_mounts(profile: Profile, users: str = SNAPSHOT) -> list[Obj]:
+    """The merged files, read-only (a job cannot add itself to a group): the directory in a live
+    pod (its containers link to it), else over the image's files as of the pod's start."""
     if profile.identity is None:
         return []
+    if users == LIVE_USERS:
+        return [{"name": "identity-files", "mountPath": LIVE, "readOnly": True}]
     return [{"name": "identity-files", "mountPath": f"/etc/{f}", "subPath": f, "readOnly": True}
             for f in ("group", "passwd")]
 
 
 def identity_script(profile: Profile) -> list[str]:
-    """Init lines: the image's entries minus those a declared one replaces (same name or id), then the declared."""
+    """Init lines: one merge pass (IDENTITY_KEYS and IDENTITY_HOMES come from the container's env)."""
     if profile.identity is None:
         return []
-    lines = []
-    for f, id_field in (("passwd", 3), ("group", 3)):
-        lines += [
-            f"awk -F: 'NR == FNR {{ name[$1]; id[${id_field}]; next }} "
-            f"($1 in name) || (${id_field} in id) {{ print \"identity: the profile replaces the image entry \" $1 \" of /etc/{f}\" > \"/dev/stderr\"; next }} {{ print }}' {SOURCE}/{f} /etc/{f} > {MERGED}/{f}",
-            f"cat {SOURCE}/{f} >> {MERGED}/{f}",
-            f"chmod 0644 {MERGED}/{f}",
-        ]
-    return lines
+    return [f"sh {SOURCE}/{RELOAD_SCRIPT} once"]
 
 
-def login_key_script(profile: Profile) -> list[str]:
-    """Login init lines: each user's keys, owned by the user, 0600 (sshd reads them as the user, StrictModes)."""
+def reload_env(profile: Profile, keys: str = "", homes: Sequence[str] = ()) -> list[Obj]:
+    """The merge's settings beyond its defaults: the authorized_keys directory, the home volumes' paths."""
     if profile.identity is None:
         return []
-    return [f"install -m 0600 -o {u.uid} -g {u.gid} {SOURCE}/{ssh_key_file(u)} {AUTHORIZED_KEYS_DIR}/{u.name}"
-            for u in profile.identity.users if u.ssh_keys]
+    env: list[Obj] = [{"name": "IDENTITY_KEYS", "value": keys}] if keys else []
+    if homes:
+        env.append({"name": "IDENTITY_HOMES", "value": " ".join(homes)})
+    return env
+
+
+def reloader_sidecar(profile: Profile, image: str, env: Sequence[Obj] = (), mounts: Sequence[Obj] = ()) -> list[Obj]:
+    """identity-reload, a native sidecar that keeps a live pod's merged files, keys and homes current.
+
+    Root, for what it writes (files root's, keys and homes the users'); with the capabilities of
+    init-config, which writes the same. Its own /etc/passwd stays the image's: the merge's base.
+    """
+    if profile.identity is None:
+        return []
+    return [{
+        "name": "identity-reload",
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", f"{SOURCE}/{RELOAD_SCRIPT}", "watch"],
+        "env": [{"name": "IDENTITY_INTERVAL", "value": str(RELOAD_INTERVAL)}] + list(env),
+        "volumeMounts": [{"name": "identity", "mountPath": SOURCE, "readOnly": True},
+                         {"name": "identity-files", "mountPath": MERGED}] + list(mounts),
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}},
+    }]
+
+
+def live_command(profile: Profile, argv: Sequence[str]) -> list[str]:
+    """argv run after linking /etc/passwd and /etc/group to the sidecar's files (root containers of live pods).
+
+    A link, not a mount: a file mounted with subPath is the inode of the pod's start, and the sidecar
+    replaces files by rename. The links live in the container's own root, which only root may change.
+    """
+    if profile.identity is None:
+        return list(argv)
+    links = " && ".join(f"ln -sfn {LIVE}/{f} /etc/{f}" for f in ("passwd", "group"))
+    return ["/bin/sh", "-c", f'{links} && exec "$@"', "identity", *argv]

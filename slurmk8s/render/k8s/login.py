@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
-from slurmk8s.render.k8s.identity import login_key_script
-from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_script, shared_volumes
+from slurmk8s.render.k8s.identity import AUTHORIZED_KEYS_DIR, LIVE_USERS, live_command, reload_env, reloader_sidecar
+from slurmk8s.render.k8s.volumes import LOGIN as ON_LOGIN, home_roots, shared_volumes
 from slurmk8s.render.k8s.common import (
     CONFIG_LIVE, Obj, headless_service, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts,
     sack_volumes, sackd_sidecar, statefulset, volume_config,
@@ -68,12 +68,14 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "mkdir -m 0755 -p /etc/ssh/authorized_keys",
         "install -m 0600 /mnt/login-config/authorized_keys /etc/ssh/authorized_keys/root",
         "install -m 0644 /mnt/login-config/sshd_config /etc/ssh/sshd_config",
-    ] + login_key_script(profile) + [
         # One host key for every replica and restart, from the create-once Secret: the Service's
         # address keeps its identity. sshd wants it private to root (0600, not the kubelet's symlink).
         f"install -m 0600 {HOST_KEY_SOURCE}/{HOST_KEY} /etc/ssh/{HOST_KEY}",
-    ] + home_script(profile, ON_LOGIN)
+    ]
     profile_volumes, profile_mounts = shared_volumes(profile, ON_LOGIN)
+    # The users' keys and homes are identity-reload's (and init-config's first pass): no user reaches the template.
+    homes = home_roots(profile, ON_LOGIN)
+    identity_env = reload_env(profile, AUTHORIZED_KEYS_DIR, homes)
     volumes += profile_volumes
     # The pod's /etc/ssh is an emptyDir, so the image's own ssh config is replaced wholesale.
     ssh_mount: Obj = {"name": "ssh", "mountPath": "/etc/ssh"}
@@ -81,7 +83,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "name": "sshd",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config"],
+        "command": live_command(profile, ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config"]),
         "ports": [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 30, "failureThreshold": 6},
@@ -91,7 +93,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                                                                       "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
                                                                       "NET_BIND_SERVICE"]}},
         # Live config: users' commands see a partition change without a new pod.
-        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE) + [dict(ssh_mount)] + profile_mounts,
+        "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE, users=LIVE_USERS) + [dict(ssh_mount)] + profile_mounts,
     }
     if profile.auth == "slurm":
         # Clients on a node without slurmd get auth/slurm tokens from sackd's socket in /run/slurm.
@@ -101,7 +103,10 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                    [init_config_container(profile, image, script,
                                           [{"name": "login-config", "mountPath": "/mnt/login-config", "readOnly": True},
                                            {"name": "ssh-host-keys", "mountPath": HOST_KEY_SOURCE, "readOnly": True},
-                                           ssh_mount] + profile_mounts, config=CONFIG_LIVE)] + sackd_sidecar(profile, CONFIG_LIVE, as_root=True),
+                                           ssh_mount] + profile_mounts, identity_env, config=CONFIG_LIVE)]
+                   + reloader_sidecar(profile, image, identity_env,
+                                      [dict(ssh_mount)] + [m for m in profile_mounts if m["mountPath"] in homes])
+                   + sackd_sidecar(profile, CONFIG_LIVE, as_root=True, users=LIVE_USERS),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

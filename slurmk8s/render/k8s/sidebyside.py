@@ -11,6 +11,7 @@ from slurmk8s.render.k8s.common import (
     CONFIG_FETCHED, Obj, init_config_container, meta, mounts_config, pod_spec, volume_config,
 )
 from slurmk8s.render.k8s.probes import slurmd_probes
+from slurmk8s.render.k8s.identity import LIVE_USERS, live_command, reloader_sidecar
 from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
 from slurmk8s.render.k8s.workers import slurmd_volumes
 
@@ -60,7 +61,7 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
         # The Slurm NodeName is the Kubernetes node's name (slurm.conf declares each one); -b as for pools.
-        "command": ["/bin/sh", "-c", slurmd_start_script(profile, plan)],
+        "command": live_command(profile, ["/bin/sh", "-c", slurmd_start_script(profile, plan)]),
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
         **slurmd_probes(profile, 6818),
@@ -68,7 +69,7 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
         "securityContext": {"privileged": True},
     }
     slurmd_mounts, slurmd_vols = slurmd_volumes()
-    slurmd["volumeMounts"] = mounts_config(profile, init=False, config=CONFIG_FETCHED) + slurmd_mounts
+    slurmd["volumeMounts"] = mounts_config(profile, init=False, config=CONFIG_FETCHED, users=LIVE_USERS) + slurmd_mounts
     slurmd["lifecycle"] = lifecycle()
     volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols
     extra: Obj = {
@@ -78,7 +79,8 @@ def build_daemonset_shared(profile: Profile, plan: FencePlan, config_hash: str) 
     }
     if s.node_selector:
         extra["nodeSelector"] = dict(s.node_selector)
-    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image, config=CONFIG_FETCHED)],
+    pod = pod_spec(profile, naming.WORKER, [slurmd], [init_config_container(profile, image, config=CONFIG_FETCHED)]
+                   + reloader_sidecar(profile, image),
                    volumes, extra,
                    shared_node_pod=True)
     pod["initContainers"] = [_guaranteed(c) for c in pod["initContainers"]]

@@ -1,8 +1,8 @@
 """Profile volumes (spec.volumes) on the login pods and the pools' slurmd pods: /home, /scratch ...
 
 A job writes its output where it was submitted (a user's home on login); the same volume on
-the slurmd pods makes that file appear on login. Homes are made by the init containers that
-mount a home volume, owned by their user (docs/users-and-storage.md).
+the slurmd pods makes that file appear on login. Homes are made, owned by their user, in the pods
+that mount a home volume (docs/users-and-storage.md).
 """
 
 from __future__ import annotations
@@ -66,20 +66,11 @@ def shared_volumes(profile: Profile, where: str) -> tuple[list[Obj], list[Obj]]:
     return volumes, mounts
 
 
-def home_script(profile: Profile, where: str) -> list[str]:
-    """Init lines making each declared user's missing home on a home volume mounted here.
+def home_roots(profile: Profile, where: str) -> list[str]:
+    """Mount paths of the home volumes mounted here on which declared users' missing homes are made.
 
-    Not fatal: an NFS export with root_squash refuses root's mkdir, and then the homes are the
-    export's business; the pod still starts and says so.
+    identity-reload makes them (render/k8s/identity.py), so a new user's home needs no new pod.
     """
     if profile.identity is None:
         return []
-    lines = []
-    for v in profile.volumes:
-        if where not in v.on or not v.create_homes:
-            continue
-        for u in profile.identity.users:
-            if u.home.startswith(v.mount_path.rstrip("/") + "/"):
-                lines.append(f"[ -d {u.home} ] || install -d -m 0700 -o {u.uid} -g {u.gid} {u.home} "
-                             f"|| echo 'volumes: cannot make {u.home} on {v.name}' >&2")
-    return lines
+    return [v.mount_path for v in profile.volumes if where in v.on and v.create_homes]

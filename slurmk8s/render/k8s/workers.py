@@ -8,9 +8,10 @@ from slurmk8s.render.k8s.common import (
     CONFIG_FETCHED, Obj, headless_service, init_config_container, mounts_config, pod_spec, statefulset,
     volume_config,
 )
+from slurmk8s.render.k8s.identity import LIVE_USERS, live_command, reload_env, reloader_sidecar
 from slurmk8s.render.k8s.probes import slurmd_probes
 from slurmk8s.render.k8s.slurmd import GRACE_SECONDS, lifecycle, slurmd_command
-from slurmk8s.render.k8s.volumes import POOLS, home_script, shared_volumes
+from slurmk8s.render.k8s.volumes import POOLS, home_roots, shared_volumes
 from slurmk8s.render.slurmfiles import gres_of
 from slurmk8s.render.topology import Segment, node_affinity, pool_segments
 
@@ -84,7 +85,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     name = segment.statefulset
     image = profile.images.worker
     slurmd_mounts, slurmd_vols = slurmd_volumes()
-    mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
+    mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED, users=LIVE_USERS) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
     volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
     profile_volumes, profile_mounts = shared_volumes(profile, POOLS)  # spec.volumes: /home, /scratch ...
     mounts += profile_mounts
@@ -96,7 +97,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         "name": "slurmd",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": slurmd_command(profile),
+        "command": live_command(profile, slurmd_command(profile)),
     }
     env = nccl_env(pool)
     if env:
@@ -123,9 +124,13 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
         extra["affinity"] = {**extra.get("affinity", {}), **gpu_spread}
     # The preStop hook waits for the node's jobs within this (render/k8s/slurmd.py).
     extra["terminationGracePeriodSeconds"] = GRACE_SECONDS
+    # Declared users' homes are identity-reload's (and init-config's first pass): no user reaches the template.
+    homes = home_roots(profile, POOLS)
+    identity_env = reload_env(profile, homes=homes)
     pod = pod_spec(profile, naming.WORKER, [slurmd],
-                   [init_config_container(profile, image, spool_script() + home_script(profile, POOLS),
-                                          spool_init_mounts() + profile_mounts, config=CONFIG_FETCHED)],
+                   [init_config_container(profile, image, spool_script(), spool_init_mounts() + profile_mounts,
+                                          identity_env, config=CONFIG_FETCHED)]
+                   + reloader_sidecar(profile, image, identity_env, [m for m in profile_mounts if m["mountPath"] in homes]),
                    volumes, extra)
     # Only what a running pod must restart for goes on the pod template: a changed template replaces
     # every pod of the pool. The node names and the elastic range are the StatefulSet's own facts.
