@@ -49,7 +49,7 @@ class DayTwo:
         if self.in_place:
             out.append(f"in place (scontrol reconfigure, no pod restarts): {', '.join(self.in_place)}")
         if self.identity:
-            out.append(f"in place (running pods reload them within {RELOAD_BOUND_SECONDS} s, no pod restarts): "
+            out.append(f"in place (login and slurmd pods reload them within {RELOAD_BOUND_SECONDS} s, no restart): "
                        f"{', '.join(self.identity)}")
         return out
 
@@ -100,7 +100,9 @@ def _template_reasons(change, old_files: dict[str, str], new_files: dict[str, st
             reasons += [f"{name} changed" for name in ("cgroup.conf", "gres.conf")
                         if old_files.get(name) != new_files.get(name)]
         if not reasons:
-            reasons.append("configuration this pod reads only at start changed")
+            reasons.append("configuration this pod reads only at start changed" if daemon == restarts.SLURMD or
+                           component == naming.LOGIN else
+                           "configuration or declared users (names, ids, groups) this pod reads only at start changed")
     strip = lambda t: {**t, "metadata": {**(t.get("metadata") or {}), "annotations": {
         k: v for k, v in ((t.get("metadata") or {}).get("annotations") or {}).items() if k != naming.ANNOTATION_CONFIG_HASH}}}
     for path in _differences(strip(before), strip(after)):

@@ -38,16 +38,19 @@ def render(profile: Profile) -> Bundle:
     files = k8s_rollout.with_busy_marking(profile, render_slurm_files(profile))
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
-    # The declared users feed no hash: the pods follow the identity ConfigMap without a restart
-    # (render/k8s/identity.py). Each pod template hashes only what needs a restart of its pod
+    # Login and slurmd pods follow the identity ConfigMap without a restart (render/k8s/identity.py). slurmctld,
+    # slurmdbd and slurmrestd read the users at start only: a change of who exists (not of keys or homes)
+    # restarts them, which running jobs survive. Each pod template hashes only what needs a restart of its pod
     # (render/restarts.py); the rest reaches the running daemons with `scontrol reconfigure` (`up` runs it).
     # None where the users were: a profile without users keeps the hashes it had.
     identity_map = identity.build_configmap_identity(profile)
+    known_ids = identity.snapshot_ids(profile)
     conf, version = files["slurm.conf"], profile.version
     start_files = slurmd_start_files(files)  # cgroup.conf, gres.conf without node indices, scripts
     client_hash = config_hash(restart_settings(conf, CLIENT, version), profile.auth, None)
     slurmd_hash = config_hash(restart_settings(conf, SLURMD, version), start_files, profile.auth, None)
-    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, None)
+    controller_hash = config_hash(restart_settings(conf, CONTROLLER, version), profile.auth, known_ids)
+    snapshot_client_hash = config_hash(client_hash, known_ids) if known_ids else client_hash
     acc = profile.accounting
     embedded_db = acc.enabled and acc.external is None
     components = [naming.CONTROLLER, naming.WORKER]
@@ -106,7 +109,7 @@ def render(profile: Profile) -> Bundle:
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
-        objects.append(accounting.build_statefulset_accounting(profile, config_hash(client_hash, dbd_conf)))
+        objects.append(accounting.build_statefulset_accounting(profile, config_hash(snapshot_client_hash, dbd_conf)))
     # The power scripts are a mounted ConfigMap run afresh each time: no restart for them.
     objects.append(controller.build_statefulset_controller(profile, controller_hash))
     objects += [health.with_health_check(profile, sts)
@@ -115,7 +118,7 @@ def render(profile: Profile) -> Bundle:
     if profile.login.replicas:
         objects.append(login.build_statefulset_login(profile, config_hash(client_hash, login.build_configmap_login(profile)["data"])))
     if profile.restapi_enabled:
-        objects.append(restapi.build_deployment_restapi(profile, client_hash))
+        objects.append(restapi.build_deployment_restapi(profile, snapshot_client_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
 
     objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, k8s_rollout.with_rollout_fields(profile, o)))

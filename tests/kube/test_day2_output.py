@@ -123,22 +123,41 @@ def test_reconfigure_stops_at_once_when_exec_is_refused():
 
 ADA = {"name": "ada", "uid": 2001, "sshKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY ada"]}
 BOB = {"name": "bob", "uid": 2002, "sshKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY bob"]}
-IN_PLACE_USERS = ("in place (running pods reload them within 100 s, no pod restarts): "
-                  "user bob added, group bob added, ssh keys of ada changed, ssh keys of bob added")
+IN_PLACE_KEYS = "in place (login and slurmd pods reload them within 100 s, no restart): ssh keys of ada changed"
+IN_PLACE_USERS = ("in place (login and slurmd pods reload them within 100 s, no restart): "
+                  "user bob added, group bob added, ssh keys of bob added")
+AT_START = "configuration or declared users (names, ids, groups) this pod reads only at start changed"
 
 
-def test_diff_and_up_apply_a_change_of_users_and_keys_in_place_and_replace_no_pod(stub, up, kubeconfig, edited_profile):
+def test_diff_and_up_apply_a_change_of_keys_in_place_and_replace_no_pod(stub, up, kubeconfig, edited_profile):
     up(edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ADA]})))
     templates = {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
-                 for n in ("dev-cpu", "dev-controller", "dev-login")}
+                 for n in ("dev-cpu", "dev-controller", "dev-login", "dev-accounting")}
     ada = {**ADA, "sshKeys": ADA["sshKeys"] + [ADA["sshKeys"][0] + "-laptop"]}
-    edited = edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ada, BOB]}))
+    edited = edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ada]}))
     lines = diff_lines(kubeconfig, edited)
-    assert IN_PLACE_USERS in lines
+    assert IN_PLACE_KEYS in lines
     assert not [line for line in lines if line.startswith(("restarts:", "in place (scontrol"))], lines
     _, applied = up(edited)
-    assert IN_PLACE_USERS in applied
+    assert IN_PLACE_KEYS in applied
     assert "  ConfigMap/dev-identity configured" in applied
     assert not [line for line in applied if line.startswith("restarts:")]
     assert {n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
             for n in templates} == templates
+
+
+def test_a_new_user_restarts_only_the_daemons_that_read_users_at_start(stub, up, kubeconfig, edited_profile):
+    """slurmctld and slurmdbd resolve a job's user and cannot reload /etc/passwd (they run as their own user):
+    they restart, which running jobs survive; login keeps its sessions and no slurmd is drained."""
+    up(edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ADA]})))
+    get = lambda n: stub.get("/apis/apps/v1/namespaces/slurm/statefulsets", n)["spec"]["template"]
+    kept = {n: get(n) for n in ("dev-cpu", "dev-login")}
+    replaced = {n: get(n) for n in ("dev-controller", "dev-accounting")}
+    edited = edited_profile(KIND_DEV, lambda p: p["spec"].update(identity={"users": [ADA, BOB]}))
+    lines = diff_lines(kubeconfig, edited)
+    assert IN_PLACE_USERS in lines
+    assert sorted(line for line in lines if line.startswith("restarts:")) == [
+        f"restarts: dev-accounting-0 ({AT_START})", f"restarts: dev-controller-0 ({AT_START})"], lines
+    up(edited)
+    assert {n: get(n) for n in kept} == kept
+    assert all(get(n) != template for n, template in replaced.items())

@@ -149,8 +149,10 @@ FIELD_CHANGES = [
     ("maxReplicas-22.05", LEGACY, lambda s: _pool(s, "cpu").update(maxReplicas=6), {"StatefulSet/legacy-controller"}),
     ("topology-last-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-b1")["slots"].update(cpu=2),
                                                       _pool(s, "cpu").update(maxReplicas=5)), set()),
-    # Declared users, groups and keys: the pods reload them (render/k8s/identity.py).
-    ("identity-users", GPU_IB, lambda s: s["identity"]["users"].append({"name": "zoe", "uid": 2005}), set()),
+    # Declared users, groups and keys: login and slurmd reload them (render/k8s/identity.py); a new user restarts
+    # the daemons that read users only at start (slurmctld, slurmdbd, slurmrestd), which running jobs survive.
+    ("identity-users", GPU_IB, lambda s: s["identity"]["users"].append({"name": "zoe", "uid": 2005}),
+     {R + "controller", R + "accounting", "Deployment/research-restapi"}),
     ("identity-ssh-key", GPU_IB, lambda s: s["identity"]["users"][0].setdefault("sshKeys", []).append(
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYZ zoe@example.org"), set()),
     # Pod i of a later leaf becomes another Slurm node (its first node moves): a new identity.

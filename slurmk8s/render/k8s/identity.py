@@ -51,6 +51,16 @@ def render_reload_script() -> str:
     return resources.files("slurmk8s.render").joinpath("scripts/identity_reload.sh").read_text("utf-8")
 
 
+def snapshot_ids(profile: Profile) -> str | None:
+    """Who exists, as the pods that read the users only at start see it (slurmctld, slurmdbd, slurmrestd run as
+    their own users and cannot take a reloaded /etc/passwd): names, ids and group members, not keys or homes.
+    None without declared users."""
+    if profile.identity is None:
+        return None
+    return "".join(f"user {u.name} {u.uid} {u.gid}\n" for u in profile.identity.users) + \
+        "".join(f"group {g.name} {g.gid} {','.join(g.members)}\n" for g in profile.identity.groups)
+
+
 def render_passwd(identity: Identity) -> str:
     """passwd(5) lines of the declared users (no password: keys only, `x` as shadow-less images expect)."""
     return "".join(f"{u.name}:x:{u.uid}:{u.gid}::{u.home}:{u.shell}\n" for u in identity.users)
