@@ -65,7 +65,7 @@ def run_accounts_apply(profile_path: str, cluster, *, delete: bool = False,
                        echo: Callable[[str], None] = print, namespace: str | None = None) -> list[list[str]]:
     """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
     from slurmk8s.profile.files import read_profile
-    from slurmk8s.actions.up import header
+    from slurmk8s.actions.cluster import header
     from slurmk8s.render import render
 
     profile = read_profile(profile_path, namespace)

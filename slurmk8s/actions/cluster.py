@@ -101,6 +101,11 @@ class Cluster(PoolCluster, Protocol):
         """(name, labels) of every Kubernetes node, by name."""
 
 
+def header(bundle: Bundle, cluster: Cluster) -> str:
+    """Which cluster, namespace, kubeconfig context and API server a command acts on."""
+    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
+
+
 def connect(kubeconfig: str | None = None, context: str | None = None, *, lab: bool = False, verbose: bool = False,
             timeout: float = 60, workers: int | None = None) -> Cluster | PoolCluster:
     """The client a command acts through: the profile's running lab with lab, else the Kubernetes cluster

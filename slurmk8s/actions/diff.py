@@ -73,7 +73,8 @@ def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, wo
     """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
     from slurmk8s.actions.converge import drain_dropped, into_range
     from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.actions.up import day_two_of_plan, header, summary_line
+    from slurmk8s.actions.cluster import header
+    from slurmk8s.actions.up import day_two_of_plan, summary_line
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render
 

@@ -26,7 +26,7 @@ def run_down(profile_path: str, cluster, *, delete_data: bool = False, yes: bool
              ask: Callable[[str], bool] | None = None, interactive: bool | None = None, namespace: str | None = None):
     """Delete the profile's cluster from Kubernetes; returns the Plan of deletions."""
     from slurmk8s.actions.render import render_file
-    from slurmk8s.actions.up import header
+    from slurmk8s.actions.cluster import header
     from slurmk8s.kube.teardown import DELETED, WOULD_DELETE
 
     bundle = render_file(profile_path, namespace)

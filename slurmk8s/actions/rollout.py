@@ -93,7 +93,7 @@ def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, 
                         echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None,
                         interval: float = 5, namespace: str | None = None):
     """`slurmk8s rollout PROFILE [--pool P]`."""
-    from slurmk8s.actions.up import header
+    from slurmk8s.actions.cluster import header
     from slurmk8s.errors import UsageError
     from slurmk8s.profile.files import read_profile
     from slurmk8s.render import render

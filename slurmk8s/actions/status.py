@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
-    return "\n".join(lines)
+from slurmk8s.actions.slurmview import format_table
 
 
 def format_status(status) -> str:
@@ -84,7 +79,7 @@ def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, 
     from slurmk8s.actions.diff import format_document
     from slurmk8s.actions.render import render_file
     from slurmk8s.actions.slurmview import format_view
-    from slurmk8s.actions.up import header
+    from slurmk8s.actions.cluster import header
 
     bundle = render_file(profile_path, namespace)
     status = cluster.status(bundle)

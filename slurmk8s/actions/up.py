@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, TextIO
 
 from slurmk8s import naming
-from slurmk8s.actions.cluster import Cluster
+from slurmk8s.actions.cluster import Cluster, header
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,6 @@ def with_built_images(profile, prefix: str):
     images = load_images({"registry": registry, "os": release.os_name, "pullPolicy": profile.images.pull_policy,
                           "database": naming.image_ref(registry, "mariadb", tag)}, profile.version)
     return replace(profile, images=images)
-
-
-def header(bundle, cluster: Cluster) -> str:
-    """Which cluster, namespace, kubeconfig context and API server a command acts on."""
-    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
 
 
 def summary_line(plan, secrets_total: int) -> str:
