@@ -248,6 +248,38 @@ def test_the_cycle_rule_reports_a_cycle_in_import_order(added, cycle) -> None:
     assert import_cycles(import_graph(run)) == [cycle]
 
 
+# The slurmk8s imports that stay inside a function outside the CLI, each with why. The CLI defers every command's
+# imports to its dispatch (rule cli-imports-actions-lazily); below it, modules import at the top.
+DEFERRED_ALLOWED = {
+    # connect() builds one of two clients: KubeCluster loads the kubernetes package (tens of ms), which a lab
+    # (`scale --lab`) and the actions' own imports must not pay for; the lab's client loads the lab.
+    ("slurmk8s.actions.cluster", "slurmk8s.kube.cluster"): "the kubernetes client only when one is built",
+    ("slurmk8s.actions.cluster", "slurmk8s.lab.access"): "the lab's client only when a lab is asked for",
+}
+
+
+def deferred_violations(run_imports: dict[str, tuple[set[str], set[str]]]) -> list[str]:
+    """`module imports name in a function` for each slurmk8s module imported lazily outside the CLI and the list."""
+    return sorted(f"{m} imports {n} in a function" for m, (_, deferred) in run_imports.items() if not under(m, *CLI)
+                  for n in deferred if n in run_imports and (m, n) not in DEFERRED_ALLOWED)
+
+
+def test_lazy_imports_only_at_the_cli_boundary() -> None:
+    assert deferred_violations(RUN_IMPORTS) == []
+    assert set(DEFERRED_ALLOWED) <= {(m, n) for m, (_, deferred) in RUN_IMPORTS.items() for n in deferred}, \
+        "an allowed lazy import that is gone: drop it from DEFERRED_ALLOWED"
+
+
+def test_the_lazy_import_rule_can_fail() -> None:
+    """An import of a slurmk8s module inside an action's function fails; the same import at the top passes."""
+    run = dict(RUN_IMPORTS)
+    names, deferred = run["slurmk8s.actions.up"]
+    run["slurmk8s.actions.up"] = (names | {"slurmk8s.kube.wait"}, deferred | {"slurmk8s.kube.wait"})
+    assert deferred_violations(run) == ["slurmk8s.actions.up imports slurmk8s.kube.wait in a function"]
+    run["slurmk8s.actions.up"] = (names | {"slurmk8s.kube.wait"}, deferred)
+    assert deferred_violations(run) == []
+
+
 def test_the_import_graph_resolves_names() -> None:
     """`from pkg import mod` reaches the module; a lazy import counts; an import only for type checking does not."""
     graph = import_graph(RUN_IMPORTS)
