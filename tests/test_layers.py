@@ -1,5 +1,5 @@
 """The layers of docs/architecture.md hold: one ordered list, imports only point down, the pure core does no I/O,
-kubernetes stays in kube.
+kubernetes stays in kube, no import cycles, lazy imports only in the CLI.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
 versions, quantity (see LAYERS and docs/architecture.md).
