@@ -1,5 +1,5 @@
 """The layers of docs/architecture.md hold: one ordered list, imports only point down, the pure core does no I/O,
-kubernetes stays in kube.
+kubernetes stays in kube, no import cycles, lazy imports only in the CLI.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
 versions, quantity (see LAYERS and docs/architecture.md).
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -18,24 +19,53 @@ PKG = Path(__file__).resolve().parents[1] / "slurmk8s"
 IO = {"subprocess", "socket", "http", "urllib", "requests", "shutil", "os", "tempfile", "asyncio", "ctypes", "pathlib"}
 
 
+def imported(node: ast.AST) -> list[str]:
+    """The dotted names an import statement names: `from pkg import x` names pkg and pkg.x (x may be a module)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return []
+
+
 def imports(path: Path) -> tuple[set[str], set[str]]:
     """(every module a file imports, those imported at module level), as dotted names."""
     tree, found, top = ast.parse(path.read_text()), set(), set()
     # Run at import: the module's statements and those of its `with` blocks (cli.py imports typer in one).
     module_level = [*tree.body, *(n for w in tree.body if isinstance(w, ast.With) for n in w.body)]
     for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module] + [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module else []
+        names = imported(node)
         found.update(names)
         top.update(names if node in module_level else [])
     return found, top
 
 
+def run_imports(path: Path) -> tuple[set[str], set[str]]:
+    """(every name a file imports when it runs, those imported inside a function), as dotted names.
+
+    Imports under `if TYPE_CHECKING:` never run: they are left out."""
+    run: set[str] = set()
+    deferred: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            node = ast.Module(body=node.orelse, type_ignores=[])
+        run.update(imported(node))
+        deferred.update(imported(node) if in_function else [])
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(ast.parse(path.read_text()), False)
+    return run, deferred
+
+
 # Scripts that run inside the pods (shipped in a ConfigMap as text); slurmk8s never imports them.
 POD_SCRIPTS = "slurmk8s.render.scripts"
-ALL_MODULES = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"): imports(p)
-               for p in PKG.rglob("*.py")}
+FILES = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"): p for p in PKG.rglob("*.py")}
+ALL_MODULES = {m: imports(p) for m, p in FILES.items()}
 MODULES = {m: i for m, i in ALL_MODULES.items() if not m.startswith(POD_SCRIPTS)}
+RUN_IMPORTS = {m: run_imports(FILES[m]) for m in MODULES}
 
 
 CLI = ("slurmk8s.cli", "slurmk8s.cli_cluster", "slurmk8s.cli_lab", "slurmk8s.cli_topology", "slurmk8s.cli_images")
@@ -104,6 +134,56 @@ RULES = {
 }
 
 
+def import_graph(run_imports: dict[str, tuple[set[str], set[str]]]) -> dict[str, set[str]]:
+    """module -> the slurmk8s modules its imports run, at module level or in a function (lazy imports are
+    where cycles hide). A package is its __init__: `from pkg import mod` runs pkg.mod and reads pkg (while
+    pkg's __init__ may still be running), and importing a module first runs the packages above it that are
+    not the importer's own (those have started before the importer did)."""
+    def parents(name: str) -> list[str]:
+        return [name.rsplit(".", n)[0] for n in range(1, name.count(".") + 1)]
+    return {m: {t for n in names if n in run_imports for t in [n, *(p for p in parents(n) if not under(m, p))]} - {m}
+            for m, (names, _) in run_imports.items()}
+
+
+def cycle_through(graph: dict[str, set[str]], start: str) -> list[str]:
+    """A shortest import cycle from start back to start, in import order; [] when there is none."""
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        for there in sorted(graph[here]):
+            if there == start:
+                path = [here]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if there not in came_from:
+                came_from[there] = here
+                queue.append(there)
+    return []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing start runs, start itself included."""
+    seen, todo = {start}, [start]
+    while todo:
+        new = graph[todo.pop()] - seen
+        seen |= new
+        todo.extend(new)
+    return seen
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """`a -> b -> a`, one shortest cycle for each knot of modules that import each other, from its first module."""
+    found: list[str] = []
+    knotted: set[str] = set()
+    for module in sorted(graph):
+        if module not in knotted and (cycle := cycle_through(graph, module)):
+            found.append(" -> ".join(cycle))
+            knotted |= {m for m in reachable(graph, module) if module in reachable(graph, m)}
+    return found
+
+
 def test_every_module_has_a_layer() -> None:
     assert sorted(m for m in MODULES if place(m) is None and m != "slurmk8s") == []
 
@@ -143,6 +223,72 @@ def test_the_client_rules_refuse_a_second_way_to_a_cluster(rule, added) -> None:
 @pytest.mark.parametrize("rule", RULES.values(), ids=RULES.keys())
 def test_layer_rule(rule) -> None:
     assert violations(rule) == []
+
+
+def test_no_import_cycles() -> None:
+    """Not even inside a package, nor through a package's __init__: each module's imports are below it."""
+    assert import_cycles(import_graph(RUN_IMPORTS)) == []
+
+
+@pytest.mark.parametrize("added, cycle", [
+    (("slurmk8s.actions.slurmview", "slurmk8s.actions.status"),
+     "slurmk8s.actions.slurmview -> slurmk8s.actions.status -> slurmk8s.actions.slurmview"),
+    # `from slurmk8s.render import Bundle` in a builder that render/__init__.py imports
+    (("slurmk8s.render.k8s.workers", "slurmk8s.render"),
+     "slurmk8s.render -> slurmk8s.render.k8s.workers -> slurmk8s.render"),
+    (("slurmk8s.render.topology", "slurmk8s.render.slurmfiles"),
+     "slurmk8s.render.slurmfiles -> slurmk8s.render.topology -> slurmk8s.render.slurmfiles"),
+], ids=["inside-a-package", "through-a-package-init", "lazy"])
+def test_the_cycle_rule_reports_a_cycle_in_import_order(added, cycle) -> None:
+    """An import added inside a function that closes a loop fails the rule, which names the loop's modules."""
+    module, name = added
+    run = dict(RUN_IMPORTS)
+    names, deferred = run[module]
+    run[module] = (names | {name}, deferred | {name})
+    assert import_cycles(import_graph(run)) == [cycle]
+
+
+# The slurmk8s imports that stay inside a function outside the CLI, each with why. The CLI defers every command's
+# imports to its dispatch (rule cli-imports-actions-lazily); below it, modules import at the top.
+DEFERRED_ALLOWED = {
+    # connect() builds one of two clients: KubeCluster loads the kubernetes package (tens of ms), which a lab
+    # (`scale --lab`) and the actions' own imports must not pay for; the lab's client loads the lab.
+    ("slurmk8s.actions.cluster", "slurmk8s.kube.cluster"): "the kubernetes client only when one is built",
+    ("slurmk8s.actions.cluster", "slurmk8s.lab.access"): "the lab's client only when a lab is asked for",
+}
+
+
+def deferred_violations(run_imports: dict[str, tuple[set[str], set[str]]]) -> list[str]:
+    """`module imports name in a function` for each slurmk8s module imported lazily outside the CLI and the list."""
+    return sorted(f"{m} imports {n} in a function" for m, (_, deferred) in run_imports.items() if not under(m, *CLI)
+                  for n in deferred if n in run_imports and (m, n) not in DEFERRED_ALLOWED)
+
+
+def test_lazy_imports_only_at_the_cli_boundary() -> None:
+    assert deferred_violations(RUN_IMPORTS) == []
+    assert set(DEFERRED_ALLOWED) <= {(m, n) for m, (_, deferred) in RUN_IMPORTS.items() for n in deferred}, \
+        "an allowed lazy import that is gone: drop it from DEFERRED_ALLOWED"
+
+
+def test_the_lazy_import_rule_can_fail() -> None:
+    """An import of a slurmk8s module inside an action's function fails; the same import at the top passes."""
+    run = dict(RUN_IMPORTS)
+    names, deferred = run["slurmk8s.actions.up"]
+    run["slurmk8s.actions.up"] = (names | {"slurmk8s.kube.wait"}, deferred | {"slurmk8s.kube.wait"})
+    assert deferred_violations(run) == ["slurmk8s.actions.up imports slurmk8s.kube.wait in a function"]
+    run["slurmk8s.actions.up"] = (names | {"slurmk8s.kube.wait"}, deferred)
+    assert deferred_violations(run) == []
+
+
+def test_the_import_graph_resolves_names() -> None:
+    """`from pkg import mod` reaches the module; a lazy import counts; an import only for type checking does not."""
+    graph = import_graph(RUN_IMPORTS)
+    assert {"slurmk8s.lab", "slurmk8s.lab.kubelet"} <= graph["slurmk8s.lab.cluster"]  # from slurmk8s.lab import kubelet
+    assert "slurmk8s.kube.cluster" in graph["slurmk8s.actions.cluster"]  # inside connect()
+    assert "slurmk8s.render.k8s" in graph["slurmk8s.render"]  # the package above a module it imports
+    assert "slurmk8s.render" not in graph["slurmk8s.render.slurmfiles"]  # its own package: already running
+    assert "slurmk8s.lab.cluster" in MODULES["slurmk8s.lab.runtime"][0]
+    assert "slurmk8s.lab.cluster" not in graph["slurmk8s.lab.runtime"]  # under `if TYPE_CHECKING:`
 
 
 def test_the_rules_see_imports() -> None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from slurmk8s.actions.cluster import header
 from slurmk8s.errors import ClusterError
+from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.model import Profile
+from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree, manages_accounts
 from slurmk8s.render.sacctmgr import AccountsError, Tree, apply_tree
 from slurmk8s.render.sacctmgr import busy_accounts as _busy_accounts
@@ -64,10 +67,6 @@ def run_in_controller(cluster, bundle) -> RunFn:
 def run_accounts_apply(profile_path: str, cluster, *, delete: bool = False,
                        echo: Callable[[str], None] = print, namespace: str | None = None) -> list[list[str]]:
     """`slurmk8s accounts apply`: the profile's tree into the running cluster's slurmdbd, through slurmctld's pod."""
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.actions.up import header
-    from slurmk8s.render import render
-
     profile = read_profile(profile_path, namespace)
     if not manages_accounts(profile):
         reason = "accounting is disabled" if not profile.accounting.enabled else "it has no spec.scheduling accounts, users or QoS"

@@ -101,11 +101,18 @@ class Cluster(PoolCluster, Protocol):
         """(name, labels) of every Kubernetes node, by name."""
 
 
+def header(bundle: Bundle, cluster: Cluster) -> str:
+    """Which cluster, namespace, kubeconfig context and API server a command acts on."""
+    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
+
+
 def connect(kubeconfig: str | None = None, context: str | None = None, *, lab: bool = False, verbose: bool = False,
             timeout: float = 60, workers: int | None = None) -> Cluster | PoolCluster:
     """The client a command acts through: the profile's running lab with lab, else the Kubernetes cluster
     kubectl would use. Nothing is read or connected until the first call, so an action still refuses bad
     input before it touches a cluster."""
+    # Each client is imported when it is built, the one lazy import below the CLI (tests/test_layers.py
+    # DEFERRED_ALLOWED): KubeCluster loads the kubernetes package, which a lab and every action's import skip.
     if lab:
         from slurmk8s.lab.access import LabCluster
         return LabCluster()

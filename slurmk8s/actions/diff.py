@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any, Callable
 
 import yaml
+
+from slurmk8s.actions.cluster import header
+from slurmk8s.actions.converge import drain_dropped, into_range
+from slurmk8s.actions.secrets import secret_factory
+from slurmk8s.actions.up import day_two_of_plan, summary_line
+from slurmk8s.kube.apply import ACTIONS, CREATED, KEPT, UNCHANGED
+from slurmk8s.profile.files import read_profile
+from slurmk8s.render import render
 
 
 class _ReadableDumper(yaml.SafeDumper):
@@ -36,7 +45,6 @@ def unified_object_diff(ref: str, before: dict | None, after: dict | None) -> st
 
 def format_plan_diff(plan) -> str:
     """Every change of a dry-run Plan as a diff; Secrets only by name (their material is never shown)."""
-    from slurmk8s.kube.apply import CREATED, UNCHANGED, KEPT
     parts = []
     for change in plan.changes:
         if change.action in (UNCHANGED, KEPT):
@@ -53,7 +61,6 @@ def format_plan_diff(plan) -> str:
 
 def plan_document(plan, bundle, cluster) -> dict[str, Any]:
     """`diff -o json|yaml`: what would change, object by object (live and applied), Secrets by name only."""
-    from slurmk8s.kube.apply import ACTIONS, KEPT, UNCHANGED
     changes = []
     for c in plan.changes:
         if c.action in (UNCHANGED, KEPT):
@@ -71,12 +78,6 @@ def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, wo
              output: str = "text", note: Callable[[str], None] | None = None, timeout: float = 60,
              namespace: str | None = None):
     """Print what `up` would change (unified diffs, or one JSON/YAML document); returns the dry-run Plan."""
-    from slurmk8s.actions.converge import drain_dropped, into_range
-    from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.actions.up import day_two_of_plan, header, summary_line
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.render import render
-
     profile = read_profile(profile_path, namespace)
     bundle = render(profile)
     say = echo if output == "text" else note or echo
@@ -109,6 +110,5 @@ def run_diff(profile_path: str, cluster, echo: Callable[[str], None] = print, wo
 def format_document(document: dict[str, Any], output: str) -> str:
     """A machine-readable document as JSON or YAML (keys in the order built)."""
     if output == "json":
-        import json
         return json.dumps(document, indent=2) + "\n"
     return yaml.dump(document, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=1000)

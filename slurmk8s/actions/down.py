@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from slurmk8s.actions.cluster import header
+from slurmk8s.actions.render import render_file
 from slurmk8s.errors import UsageError
+from slurmk8s.kube.teardown import DELETED, WOULD_DELETE
 
 
 def confirm_data_deletion(cluster: str, namespace: str, yes: bool, ask: Callable[[str], bool] | None,
@@ -25,10 +28,6 @@ def run_down(profile_path: str, cluster, *, delete_data: bool = False, yes: bool
              timeout: float = 300, dry_run: bool = False, echo: Callable[[str], None] = print,
              ask: Callable[[str], bool] | None = None, interactive: bool | None = None, namespace: str | None = None):
     """Delete the profile's cluster from Kubernetes; returns the Plan of deletions."""
-    from slurmk8s.actions.render import render_file
-    from slurmk8s.actions.up import header
-    from slurmk8s.kube.teardown import DELETED, WOULD_DELETE
-
     bundle = render_file(profile_path, namespace)
     if delete_data and not dry_run:
         confirm_data_deletion(bundle.cluster, bundle.namespace, yes, ask,

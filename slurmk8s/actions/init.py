@@ -8,12 +8,15 @@ complete the profile as it is typed. `slurmk8s schema` prints the same schema fo
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
 
+from slurmk8s.actions.render import write_stdout
 from slurmk8s.errors import OutputError, UsageError
+from slurmk8s.profile.schema import profile_schema
 
 SCHEMA_FILE = "slurmk8s.schema.json"
 MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}\n"
@@ -65,23 +68,17 @@ spec:
 
 def schema_text() -> str:
     """The profile's JSON Schema, as `slurmk8s schema` prints it and `init` writes it."""
-    import json
-
-    from slurmk8s.profile.schema import profile_schema
     return json.dumps(profile_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
 def print_schema() -> None:
     """`slurmk8s schema`: the JSON Schema on standard output."""
-    from slurmk8s.actions.render import write_stdout
     write_stdout(schema_text(), "the JSON Schema")
 
 
 def write_schema_beside(profile: Path) -> Path | None:
     """slurmk8s.schema.json next to a profile (the modeline names it); None when a file of that name that is
     not a slurmk8s schema is in the way (it is left alone)."""
-    import json
-
     target = profile.parent / SCHEMA_FILE
     text = schema_text()
     if os.path.lexists(target):
@@ -104,7 +101,6 @@ def write_starter(path: str, force: bool = False) -> list[Path]:
     """Write the starter profile and its schema (the profile to stdout for '-'); refuse to overwrite unless forced,
     and refuse anything but a regular file (or a link to one) even then."""
     if path == "-":
-        from slurmk8s.actions.render import write_stdout
         write_stdout(STARTER, "the starter profile")
         return []
     p = Path(path)

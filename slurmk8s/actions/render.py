@@ -9,6 +9,9 @@ from pathlib import Path
 
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import OutputError, UsageError
+from slurmk8s.output.argocd import argocd_tree, waved_objects
+from slurmk8s.output.helm import helm_tree
+from slurmk8s.output.kustomize import kustomize_tree
 from slurmk8s.output.plain import plain_tree, write_tree
 from slurmk8s.output.yamlout import dump_all
 from slurmk8s.render import Bundle, render
@@ -27,13 +30,10 @@ def build_tree(bundle: Bundle, fmt: str, repo_url: str | None = None, revision: 
     if fmt == "plain":
         return plain_tree(bundle)
     if fmt == "kustomize":
-        from slurmk8s.output.kustomize import kustomize_tree
         return kustomize_tree(bundle)
     if fmt == "helm":
-        from slurmk8s.output.helm import helm_tree
         return helm_tree(bundle)
     if fmt == "argocd":
-        from slurmk8s.output.argocd import argocd_tree
         if not repo_url:
             raise UsageError("--format argocd needs --repo-url: the git repository Argo CD reads this tree from")
         if not repo_path or repo_path.startswith("/") or ".." in repo_path.split("/"):
@@ -66,7 +66,6 @@ def render_to(profile_path: str, out: str, fmt: str = "plain", repo_url: str | N
     bundle = render_file(profile_path)
     if out == "-":
         if fmt == "argocd":  # what the Argo CD plugin prints
-            from slurmk8s.output.argocd import waved_objects
             write_stdout(dump_all(waved_objects(bundle)), "the YAML stream")
         elif fmt == "plain":
             write_stdout(dump_all(bundle.objects), "the YAML stream")

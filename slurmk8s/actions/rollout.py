@@ -13,15 +13,19 @@ import time
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.errors import ClusterError, FieldError, ProfileError
+from slurmk8s.actions.cluster import header
+from slurmk8s.errors import ClusterError, FieldError, ProfileError, UsageError
+from slurmk8s.profile.files import read_profile
 from slurmk8s.progress import Progress
+from slurmk8s.render import render
+from slurmk8s.render.rollout import Effects, RolloutStopped, Settings, pods_waiting, run_rollout
+from slurmk8s.versions import upgrade_refusal
 
 # Workloads held back in the first pass of a Slurm upgrade: they follow once slurmdbd runs the new release.
 AFTER_SLURMDBD = (naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI)
 
 
 def rollout_settings(profile, ready_timeout: float, interval: float = 5):
-    from slurmk8s.render.rollout import Settings
     return Settings(max_unavailable=profile.rollout.max_unavailable, drain_timeout=profile.rollout.drain_timeout,
                     ready_timeout=ready_timeout, interval=interval)
 
@@ -30,7 +34,6 @@ def roll_pools(cluster, bundle, profile, *, pool: str | None = None, ready_timeo
                interval: float = 5, say: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
     """Replace every stale slurmd pod (of one pool, or all), drain first; ClusterError when it stops."""
-    from slurmk8s.render.rollout import Effects, RolloutStopped, run_rollout
     effects = Effects(statefulsets=lambda: cluster.pool_workloads(bundle),
                       pods=lambda: cluster.worker_pods(bundle),
                       delete_pod=lambda name: cluster.delete_pod(bundle, name),
@@ -43,14 +46,12 @@ def roll_pools(cluster, bundle, profile, *, pool: str | None = None, ready_timeo
 
 def waiting_pods(cluster, bundle) -> int:
     """How many slurmd pods wait for a rollout."""
-    from slurmk8s.render.rollout import pods_waiting
     return pods_waiting(cluster.pool_workloads(bundle), cluster.worker_pods(bundle))
 
 
 def check_upgrade(cluster, bundle, profile) -> dict[str, str]:
     """The live Slurm release per component; ProfileError (exit 2, one line) when the profile's release
     is a step Slurm does not support from any of them."""
-    from slurmk8s.versions import upgrade_refusal
     live = cluster.slurm_versions(bundle)
     problem = upgrade_refusal(live.values(), profile.version)
     if problem:
@@ -93,10 +94,6 @@ def run_rollout_command(profile_path: str, cluster, *, pool: str | None = None, 
                         echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None,
                         interval: float = 5, namespace: str | None = None):
     """`slurmk8s rollout PROFILE [--pool P]`."""
-    from slurmk8s.actions.up import header
-    from slurmk8s.errors import UsageError
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.render import render
     profile = read_profile(profile_path, namespace)
     if pool is not None and pool not in {p.name for p in profile.pools}:
         raise UsageError(f"--pool {pool}: the profile has no such pool (pools: {', '.join(p.name for p in profile.pools)})")

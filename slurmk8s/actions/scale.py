@@ -16,8 +16,9 @@ from typing import Callable
 
 from slurmk8s.actions.cluster import PoolCluster
 from slurmk8s.errors import ClusterError, UsageError
+from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.model import Profile
-from slurmk8s.render import Bundle
+from slurmk8s.render import Bundle, render
 from slurmk8s.render.topology import Segment
 from slurmk8s.render.topology import pool_segments as model_segments
 
@@ -178,8 +179,6 @@ def drain_and_shrink(pool: str, segments: list[Segment], live: dict[str, int], t
 def run_scale(profile_path: str, pool: str, replicas: int, cluster: PoolCluster, timeout_s: float = 24 * 3600,
               echo: Callable[[str], None] = print, namespace: str | None = None) -> int:
     """`slurmk8s scale`: through whichever cluster the CLI built (Kubernetes, or the profile's lab with --lab)."""
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.render import render
     profile = read_profile(profile_path, namespace)
     checked_segments(profile, pool, replicas)  # refused before rendering or any connection
     return scale_pool(profile, render(profile), pool, replicas, cluster, timeout_s, log=echo)

@@ -6,6 +6,8 @@ import base64
 from typing import Any, Callable
 
 from slurmk8s import naming
+from slurmk8s.actions.render import render_file
+from slurmk8s.kube.apply import CREATED, KEPT
 from slurmk8s.material import generate
 from slurmk8s.render import Bundle, RequiredSecret
 
@@ -28,9 +30,6 @@ def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]
 def run_secrets_create(profile_path: str, cluster, echo: Callable[[str], None] = print,
                        namespace: str | None = None) -> None:
     """Create the profile's missing Secrets (and its Namespace when missing); existing Secrets stay as they are."""
-    from slurmk8s.actions.render import render_file
-    from slurmk8s.kube.apply import CREATED, KEPT
-
     bundle = render_file(profile_path, namespace)
     plan = cluster.ensure_secrets(bundle, secret_factory(bundle), progress=echo)
     secrets = [c for c in plan.changes if c.ref.startswith("Secret/")]

@@ -135,12 +135,17 @@ def view_document(view: SlurmView, partitions: list[str]) -> dict:
     }
 
 
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    return "\n".join(lines)
+
+
 def format_view(view: SlurmView, partitions: list[str]) -> str:
     """The Slurm section of the text output."""
     if view.error:
         return f"slurm: {view.error}"
-    from slurmk8s.actions.status import format_table
-
     ctl = ", ".join(f"{h} {s}" for h, s in view.controllers) or "no answer"
     pools = format_table(["POOL", "NODES BY STATE"],
                          [[pool, ", ".join(f"{n} {s}" for s, n in states.items())]

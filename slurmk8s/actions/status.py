@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Callable
 
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
-    return "\n".join(lines)
+from slurmk8s import naming
+from slurmk8s.actions.cluster import header
+from slurmk8s.actions.diff import format_document
+from slurmk8s.actions.render import render_file
+from slurmk8s.actions.slurmview import SlurmView, format_table, format_view, read_view, view_document
+from slurmk8s.errors import ClusterError
 
 
 def format_status(status) -> str:
@@ -31,29 +33,23 @@ def status_document(status, bundle, cluster, view=None) -> dict:
                      for p in status.pods],
             "sinfo": status.sinfo}
     if view is not None:
-        from slurmk8s.actions.slurmview import view_document
         doc["slurm"] = view_document(view, partitions_of(bundle))
     return doc
 
 
 def pools_of(bundle) -> set[str]:
     """The pools of the bundle, from its StatefulSets' pool labels."""
-    from slurmk8s import naming
     return {o["metadata"]["labels"][naming.LABEL_POOL] for o in bundle.of_kind("StatefulSet")
             if naming.LABEL_POOL in o["metadata"]["labels"]}
 
 
 def partitions_of(bundle) -> list[str]:
     """The partitions slurm.conf defines."""
-    import re
     return sorted(set(re.findall(r"^PartitionName=(\S+)", bundle.files.get("slurm.conf", ""), re.M)))
 
 
 def slurm_view(status, run, bundle):
     """What slurmctld says (nodes, jobs, its own health); its error when it cannot be asked."""
-    from slurmk8s.actions.slurmview import SlurmView, read_view
-    from slurmk8s.errors import ClusterError
-
     if run is None or status.sinfo.startswith(("unavailable", "(not asked)")):
         return SlurmView(error=status.sinfo)
     try:
@@ -79,13 +75,6 @@ def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, 
 
     With fail_unhealthy, a cluster with problems then raises ClusterError (one line, exit 1).
     """
-    from dataclasses import replace
-
-    from slurmk8s.actions.diff import format_document
-    from slurmk8s.actions.render import render_file
-    from slurmk8s.actions.slurmview import format_view
-    from slurmk8s.actions.up import header
-
     bundle = render_file(profile_path, namespace)
     status = cluster.status(bundle)
     view = slurm_view(status, lambda argv: cluster.slurm(bundle, argv), bundle)
@@ -99,6 +88,5 @@ def run_status(profile_path: str, cluster, echo: Callable[[str], None] = print, 
         if not view.error:
             echo("\n" + format_view(view, partitions_of(bundle)))
     if fail_unhealthy and status.problems:
-        from slurmk8s.errors import ClusterError
         raise ClusterError(health_line(status, bundle.cluster))
     return status

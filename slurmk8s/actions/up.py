@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, TextIO
 
 from slurmk8s import naming
-from slurmk8s.actions.cluster import Cluster
+from slurmk8s.actions.accounts import apply_accounts, run_in_controller
+from slurmk8s.actions.cluster import Cluster, header
+from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
+from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, explain, reconfigure_in_place
+from slurmk8s.actions.rollout import check_upgrade, roll_pools, upgrade_slurmdbd_first, waiting_pods
+from slurmk8s.actions.secrets import secret_factory
+from slurmk8s.debian import SLURM_RELEASES
+from slurmk8s.errors import UsageError
+from slurmk8s.images.recipes import check_registry
+from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED
+from slurmk8s.profile.files import read_profile
+from slurmk8s.profile.slurm import load_images
+from slurmk8s.progress import Progress
+from slurmk8s.render import render
+from slurmk8s.render.hints import login_hint
 
 
 @dataclass(frozen=True)
@@ -36,11 +50,6 @@ def with_built_images(profile, prefix: str):
     """The profile with every image as `slurmk8s images build --registry PREFIX` tags it for the profile's
     series: <prefix>/<image>:<series>-<os>, the database <prefix>/mariadb:<series>-<os>. `local` is
     naming.PROJECT_REGISTRY (localhost/slurmk8s); the pull policy stays the profile's."""
-    from dataclasses import replace
-    from slurmk8s.debian import SLURM_RELEASES
-    from slurmk8s.errors import UsageError
-    from slurmk8s.images.recipes import check_registry
-    from slurmk8s.profile.slurm import load_images
     registry = naming.PROJECT_REGISTRY if prefix == LOCAL_IMAGES else prefix.rstrip("/")
     problem = check_registry(registry)
     if problem:
@@ -55,14 +64,8 @@ def with_built_images(profile, prefix: str):
     return replace(profile, images=images)
 
 
-def header(bundle, cluster: Cluster) -> str:
-    """Which cluster, namespace, kubeconfig context and API server a command acts on."""
-    return f"cluster {bundle.cluster} in namespace {bundle.namespace} ({cluster.source}, {cluster.host})"
-
-
 def summary_line(plan, secrets_total: int) -> str:
     """One line saying what changed; says so plainly when nothing did."""
-    from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED
     objects = [c for c in plan.changes if not c.ref.startswith("Secret/")]
     secrets = [c for c in plan.changes if c.ref.startswith("Secret/")]
     kept = sum(1 for c in secrets if c.action == KEPT)
@@ -80,14 +83,12 @@ def slurm_files(bundle) -> dict[str, str]:
 
 def day_two_of_plan(plan, bundle, version: str):
     """Restarts and in-place changes of a dry-run Plan (its changes carry live and applied objects)."""
-    from slurmk8s.actions.reconfigure import explain
     return explain(plan.changes, naming.config_map(bundle.cluster), version, slurm_files(bundle),
                    naming.identity_config_map(bundle.cluster))
 
 
 def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None]) -> None:
     """Make slurmctld read the applied Slurm files and push them to every slurmd (`scontrol reconfigure`)."""
-    from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, reconfigure_in_place
     sts = naming.component_name(bundle.cluster, naming.CONTROLLER)
     pods = [naming.pod_name(sts, i) for i in range(bundle.find("StatefulSet", sts)["spec"]["replicas"])]
     reconfigure_in_place(slurm_files(bundle), pods,
@@ -98,7 +99,6 @@ def apply_in_place(cluster, bundle, timeout: float, echo: Callable[[str], None])
 def wait_live(cluster, bundle, timeout: float, stream: TextIO) -> None:
     """`up`'s wait on stream: a live line on a terminal (what is waited for, since when), timestamped lines
     otherwise; the last line stays, with how long the wait took."""
-    from slurmk8s.progress import Progress
     live, last, started = Progress(stream), [""], time.monotonic()
 
     def show(line: str) -> None:
@@ -113,12 +113,6 @@ def wait_live(cluster, bundle, timeout: float, stream: TextIO) -> None:
 def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
            progress: Callable[[str], None] | None = None):
     """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.actions.secrets import secret_factory
-    from slurmk8s.kube.apply import UNCHANGED, KEPT
-    from slurmk8s.render import render
-    from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
-
     live_wait = progress is None  # the CLI: the wait shows a live line
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     profile = read_profile(profile_path, options.namespace)  # once: the profile may come from stdin
@@ -130,7 +124,6 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     if options.images:
         echo(f"  images: {profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
     quiet = (UNCHANGED, KEPT)
-    from slurmk8s.actions.rollout import check_upgrade, upgrade_slurmdbd_first
     live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write
     if not options.dry_run:
         cluster.refuse_unowned(bundle, options.adopt)  # before the writes below, not only the apply's
@@ -181,11 +174,9 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
     resume_own_drains(profile, bundle, cluster, log=echo)
     if day_two.slurm_files_changed:
         apply_in_place(cluster, bundle, options.timeout, echo)
-    from slurmk8s.actions.accounts import apply_accounts, run_in_controller
     applied = apply_accounts(profile, run_in_controller(cluster, bundle), log=echo)
     if applied:
         echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
-    from slurmk8s.actions.rollout import roll_pools, waiting_pods
     if options.rollout:
         roll_pools(cluster, bundle, profile, ready_timeout=options.timeout, say=progress)
     else:
@@ -193,7 +184,6 @@ def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions()
         if waiting:
             echo(f"{waiting} slurmd pod(s) wait for `slurmk8s rollout` (drain, then replace)")
     echo(f"cluster {bundle.cluster} is ready")
-    from slurmk8s.render.hints import login_hint
     for line in login_hint(bundle, bundle.namespace):
         echo(line)
     return plan

@@ -22,7 +22,9 @@ import copy
 import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 
+import slurmk8s
 from slurmk8s import naming
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.client import Kube, Obj
@@ -56,11 +58,9 @@ def group_kind(api_version: str, kind: str) -> str:
 
 def tooling_version() -> str:
     """slurmk8s/<version>, the value of the tooling annotation."""
-    from importlib import metadata
     try:
         version = metadata.version("slurmk8s")
     except metadata.PackageNotFoundError:
-        import slurmk8s
         version = slurmk8s.__version__
     return f"{TOOLING}/v{version}"
 

@@ -10,6 +10,7 @@ from slurmk8s.kube.resources import builtin
 from slurmk8s.kube.scale import MERGE_PATCH
 from slurmk8s.kube.wait import list_pods
 from slurmk8s.render import Bundle
+from slurmk8s.versions import key
 
 
 def pool_statefulsets(kube: Kube, bundle: Bundle) -> list[Obj]:
@@ -46,7 +47,6 @@ def delete_pod(kube: Kube, namespace: str, name: str) -> None:
 def live_slurm_versions(kube: Kube, bundle: Bundle) -> dict[str, str]:
     """component -> Slurm release its live StatefulSet runs (the slurm-version annotation), for slurmdbd,
     slurmctld and slurmd; the oldest of a component's StatefulSets wins."""
-    from slurmk8s.versions import key
     listing = kube.request("GET", builtin("apps/v1", "StatefulSet").collection(bundle.namespace),
                            what=f"list statefulsets in {bundle.namespace}",
                            query=[("labelSelector", owned_selector(bundle.cluster))])

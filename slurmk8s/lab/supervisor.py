@@ -12,16 +12,15 @@ import threading
 from pathlib import Path
 
 from slurmk8s.errors import SlurmK8sError
+from slurmk8s.lab import cluster
+from slurmk8s.profile.files import read_profile
+from slurmk8s.render import render
 
 READY, FAILED = "READY", "FAILED"
 
 
 def main(argv: list[str]) -> int:
     """Boot, serve until SIGTERM/SIGINT, tear down."""
-    from slurmk8s.lab import cluster
-    from slurmk8s.profile.files import read_profile
-    from slurmk8s.render import render
-
     profile, cache = argv[1], (Path(argv[2]) if len(argv) > 2 and argv[2] else None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

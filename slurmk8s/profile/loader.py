@@ -10,7 +10,7 @@ from typing import Any
 
 from slurmk8s import versions
 from slurmk8s.errors import FieldError, ProfileError
-from slurmk8s.profile import checks
+from slurmk8s.profile.checks import check_profile
 from slurmk8s.profile.accounting import Storage, load_accounting
 from slurmk8s.profile.defaults import default, value_or_default
 from slurmk8s.profile.kubevalues import toleration_findings
@@ -77,13 +77,13 @@ def load_profile(data: bytes, source: str = "<profile>") -> Profile:
         # Every problem at once: the cross-field checks also run, on a repaired copy (profile.repair).
         fixed = repair(document, findings, [path for path, _ in unsafe])
         if fixed is not None and not fixed.dropped:
-            problems = checks.check_profile(_to_model(fixed.document, source), fixed.document)
+            problems = check_profile(_to_model(fixed.document, source), fixed.document)
             errors += [FieldError(*positions.of(path, key=key), format_path(path), fixed.restore(msg))
                        for path, msg, key in problems if not fixed.touches(path, msg)]
         raise ProfileError(source, errors)
     profile = _to_model(document, source, Locator(document, positions))
     errors += [FieldError(*positions.of(path, key=key), format_path(path), msg)
-               for path, msg, key in checks.check_profile(profile, document)]
+               for path, msg, key in check_profile(profile, document)]
     if errors:
         raise ProfileError(source, errors)
     return profile

@@ -14,7 +14,7 @@ from importlib import resources
 
 from slurmk8s import versions
 from slurmk8s.profile.defaults import default
-from slurmk8s.quantity import parse_quantity
+from slurmk8s.quantity import parse_quantity, to_mib
 
 Problem = tuple[tuple, str, bool]
 
@@ -73,8 +73,6 @@ def load_metrics(raw: dict | None) -> Metrics:
 
 
 def load_health_checks(raw: dict | None, pools: list[dict]) -> HealthChecks:
-    from slurmk8s.quantity import to_mib
-
     raw = raw or {}
     own = []
     for pool in pools:

@@ -15,6 +15,7 @@ Reference: https://slurm.schedmd.com/slurm.conf.html
 from __future__ import annotations
 
 from slurmk8s.profile.model import Partition, Pool, Profile
+from slurmk8s.render.fence import slurmd_mem_spec_mib
 
 TASK_PROLOG_FILE = "task_prolog.sh"
 TASK_PROLOG_PATH = f"/etc/slurm/{TASK_PROLOG_FILE}"
@@ -23,8 +24,7 @@ _MEMORY_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
 
 
 def _schedulable_mib(pool: Pool) -> int:
-    from slurmk8s.render.slurmfiles import mem_spec_limit_mib
-    return pool.memory_mib - mem_spec_limit_mib(pool)
+    return pool.memory_mib - slurmd_mem_spec_mib(pool.memory_mib)
 
 
 def _sets(config: tuple[tuple[str, str], ...], keys: tuple[str, ...]) -> bool:

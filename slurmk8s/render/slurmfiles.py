@@ -9,7 +9,12 @@ import jinja2
 
 from slurmk8s import naming, versions
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import fence, jobdefaults, topology
+from slurmk8s.render.fence import (
+    shared_node_names, shared_nodes_have_gpus, shared_partition, shared_slurm_nodes, slurmd_mem_spec_mib,
+    task_plugin_param,
+)
+from slurmk8s.render.jobdefaults import TASK_PROLOG_FILE, global_job_settings, partition_memory_defaults, task_prolog
+from slurmk8s.render.topology import pool_segments, topology_data, topology_file_name, topology_plugin
 
 POWER_DIR = "/etc/slurm/power"  # the power ConfigMap, mounted in the controller
 HEALTH_DIR = "/opt/slurmk8s/health"  # each pool pod mounts its pool's HealthCheckProgram here (render/k8s/health.py)
@@ -31,11 +36,6 @@ ENV = jinja2.Environment(
 
 def _render(template: str, **data: object) -> str:
     return ENV.get_template(template).render(**data)
-
-
-def mem_spec_limit_mib(pool: Pool) -> int:
-    """Memory Slurm keeps from jobs for slurmd and its pod (1/16 of the pod, 256..2048 MiB)."""
-    return max(256, min(2048, pool.memory_mib // 16))
 
 
 def gres_of(pool: Pool) -> str | None:
@@ -78,7 +78,7 @@ def power_settings(profile: Profile) -> dict[str, object] | None:
     always_on = [naming.slurm_node_range(p.name, p.min_replicas if p.elastic else p.max_replicas)
                  for p in profile.pools if (p.min_replicas if p.elastic else p.max_replicas)]
     # Shared nodes are CLOUD nodes too, but no pool's StatefulSet can resume them.
-    always_on += fence.shared_node_names(profile)
+    always_on += shared_node_names(profile)
     ps = profile.power_saving
     return {"dir": POWER_DIR, "suspend_time": ps.suspend_time, "suspend_timeout": ps.suspend_timeout,
             "resume_timeout": ps.resume_timeout, "exclude": ",".join(always_on)}
@@ -140,14 +140,14 @@ def render_slurm_conf(profile: Profile) -> str:
             "hostnames": naming.statefulset_hostname_range(seg.statefulset, seg.slots),
             "cpus": p.cpus,
             "real_memory": p.memory_mib,
-            "mem_spec_limit": mem_spec_limit_mib(p),
+            "mem_spec_limit": slurmd_mem_spec_mib(p.memory_mib),
             "gres": gres_of(p),
             "features": ",".join(p.features),
             "state": "CLOUD",
         }
         # One NodeName line per segment: a pool split over topology leaves has one per leaf.
-        for p in profile.pools for seg in topology.pool_segments(profile, p)
-    ] + fence.shared_slurm_nodes(profile)
+        for p in profile.pools for seg in pool_segments(profile, p)
+    ] + shared_slurm_nodes(profile)
     max_replicas = {p.name: p.max_replicas for p in profile.pools}
     partitions = [
         {
@@ -155,10 +155,10 @@ def render_slurm_conf(profile: Profile) -> str:
             "nodes": ",".join(naming.slurm_node_range(name, max_replicas[name]) for name in part.pools),
             "default": part.default,
             "max_time": part.max_time,
-            "extra": list(part.config) + jobdefaults.partition_memory_defaults(profile, part),
+            "extra": list(part.config) + partition_memory_defaults(profile, part),
         }
         for part in profile.partitions
-    ] + [p for p in [fence.shared_partition(profile)] if p]
+    ] + [p for p in [shared_partition(profile)] if p]
     auth = "auth/slurm" if profile.auth == "slurm" else "auth/munge"
     # A key spec.slurm.config sets is written once, in its section: the generator's default for it is left out.
     profile_keys = frozenset(key.lower() for key, _ in profile.slurm_config)
@@ -171,19 +171,19 @@ def render_slurm_conf(profile: Profile) -> str:
         auth_type=auth,
         cred_type=auth.replace("auth/", "cred/"),
         auth_extra=auth_lines(profile),
-        gres_types="gpu" if any(p.gpus for p in profile.pools) or fence.shared_nodes_have_gpus(profile) else "",
+        gres_types="gpu" if any(p.gpus for p in profile.pools) or shared_nodes_have_gpus(profile) else "",
         accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
         extra=list(profile.slurm_config),
         profile_keys=profile_keys,
-        derived=jobdefaults.global_job_settings(profile),
+        derived=global_job_settings(profile),
         nodes=nodes,
         partitions=partitions,
         slurmctld_parameters=",".join(slurmctld_parameters(profile)),
         power=power_settings(profile),
-        task_plugin_param=fence.task_plugin_param(profile),
+        task_plugin_param=task_plugin_param(profile),
         scheduling=scheduling_settings(profile),
-        topology_plugin=topology.topology_plugin(profile),
-        topology_file=topology.topology_file_name(profile),
+        topology_plugin=topology_plugin(profile),
+        topology_file=topology_file_name(profile),
         observe=[(k, v) for k, v in observe_settings(profile) if k.lower() not in profile_keys],
     )
 
@@ -228,11 +228,11 @@ def render_slurm_files(profile: Profile) -> dict[str, str]:
     gres = render_gres_conf(profile)
     if gres:
         files["gres.conf"] = gres
-    topology_file = topology.topology_file_name(profile)
+    topology_file = topology_file_name(profile)
     if topology_file:
-        files[topology_file] = _render(f"{topology_file}.j2", **topology.topology_data(profile))
-    prolog = jobdefaults.task_prolog(profile)
+        files[topology_file] = _render(f"{topology_file}.j2", **topology_data(profile))
+    prolog = task_prolog(profile)
     if prolog:
-        files[jobdefaults.TASK_PROLOG_FILE] = prolog
+        files[TASK_PROLOG_FILE] = prolog
     files.update(profile.slurm_extra_files)  # spec.slurm.extraFiles (names checked not to collide)
     return dict(sorted(files.items()))

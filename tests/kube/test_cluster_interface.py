@@ -68,14 +68,19 @@ def test_an_action_runs_against_a_fake_cluster_without_any_api():
 
 def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
     """The model read and rendered at the start is the one every later step uses (no second load, no re-parse)."""
+    import slurmk8s.actions.up
     import slurmk8s.profile.files
     import slurmk8s.render
     from slurmk8s.actions.scale import run_scale
 
     calls: list[str] = []
     read, render = slurmk8s.profile.files.read_profile, slurmk8s.render.render
-    monkeypatch.setattr(slurmk8s.profile.files, "read_profile", lambda path, namespace=None: calls.append("read") or read(path, namespace))
-    monkeypatch.setattr(slurmk8s.render, "render", lambda profile: calls.append("render") or render(profile))
+    # Counted wherever a module imported them (at its top: each holds its own reference).
+    for module in [m for name, m in sys.modules.items() if name.startswith("slurmk8s.")]:
+        if getattr(module, "read_profile", None) is read:
+            monkeypatch.setattr(module, "read_profile", lambda path, namespace=None: calls.append("read") or read(path, namespace))
+        if getattr(module, "render", None) is render:
+            monkeypatch.setattr(module, "render", lambda profile: calls.append("render") or render(profile))
     _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
     assert "cluster dev is ready" in lines, lines[-3:]  # every step ran, the wait and the accounts included
     assert calls == ["read", "render"]

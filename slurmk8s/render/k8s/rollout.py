@@ -15,7 +15,7 @@ from importlib import resources
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render import rollout
+import slurmk8s.render.rollout as rollout
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
     role_binding, sackd_sidecar, service_account, volume_config,
