@@ -1,7 +1,7 @@
 """`slurmk8s rollout` (and the rollout `up` runs): replace stale slurmd pods drain-first, and keep Slurm
 upgrades in Slurm's order (slurmdbd, then slurmctld, then slurmd) and within its window.
 
-The driver is render/rollout.py, the one the GitOps hook Job runs too; here its effects go through the
+The driver is podside/rollout_core.py, the one the GitOps hook Job runs too; here its effects go through the
 API and an exec in slurmctld.
 """
 
@@ -21,7 +21,7 @@ AFTER_SLURMDBD = (naming.CONTROLLER, naming.WORKER, naming.LOGIN, naming.RESTAPI
 
 
 def rollout_settings(profile, ready_timeout: float, interval: float = 5):
-    from slurmk8s.render.rollout import Settings
+    from slurmk8s.podside.rollout_core import Settings
     return Settings(max_unavailable=profile.rollout.max_unavailable, drain_timeout=profile.rollout.drain_timeout,
                     ready_timeout=ready_timeout, interval=interval)
 
@@ -30,7 +30,7 @@ def roll_pools(cluster, bundle, profile, *, pool: str | None = None, ready_timeo
                interval: float = 5, say: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
     """Replace every stale slurmd pod (of one pool, or all), drain first; ClusterError when it stops."""
-    from slurmk8s.render.rollout import Effects, RolloutStopped, run_rollout
+    from slurmk8s.podside.rollout_core import Effects, RolloutStopped, run_rollout
     effects = Effects(statefulsets=lambda: cluster.pool_workloads(bundle),
                       pods=lambda: cluster.worker_pods(bundle),
                       delete_pod=lambda name: cluster.delete_pod(bundle, name),
@@ -43,7 +43,7 @@ def roll_pools(cluster, bundle, profile, *, pool: str | None = None, ready_timeo
 
 def waiting_pods(cluster, bundle) -> int:
     """How many slurmd pods wait for a rollout."""
-    from slurmk8s.render.rollout import pods_waiting
+    from slurmk8s.podside.rollout_core import pods_waiting
     return pods_waiting(cluster.pool_workloads(bundle), cluster.worker_pods(bundle))
 
 

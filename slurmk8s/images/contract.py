@@ -35,10 +35,10 @@ IMAGE_USER_ENV = "SLURMK8S_IMAGE_USER"
 # The Python sources the bundle ships (ConfigMaps, python3 -c) and runs with the controller image's
 # python3: power, busy, rollout, upgrade-check, the account applier, and the modules they share.
 _PACKAGE = Path(__file__).resolve().parents[1]
-_SHIPPED_PYTHON = (*sorted((_PACKAGE / "render" / "scripts").glob("*.py")), _PACKAGE / "render" / "rollout.py",
-                   _PACKAGE / "render" / "sacctmgr.py", _PACKAGE / "versions.py")
+_SHIPPED_PYTHON = (*sorted(p for p in (_PACKAGE / "podside").glob("*.py") if p.name != "__init__.py"),
+                   _PACKAGE / "versions.py")
 # the names they import each other by in the pods
-_SHIPPED_MODULES = {"rollout_core", "slurm_versions", *(path.stem for path in _SHIPPED_PYTHON)}
+_SHIPPED_MODULES = {"slurm_versions", *(path.stem for path in _SHIPPED_PYTHON)}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from slurmk8s.errors import ClusterError
 from slurmk8s.kube.cluster import KubeCluster
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.profile.files import read_profile
-from slurmk8s.render.sacctmgr import fresh_tree
+from slurmk8s.podside.sacctmgr import fresh_tree
 from tests.fakepool import FakePoolCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))

@@ -18,7 +18,7 @@ from slurmk8s.actions.rollout import roll_pools
 from slurmk8s.errors import ClusterError, ProfileError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
-from slurmk8s.render.rollout import DRAIN_REASON
+from slurmk8s.podside.rollout_core import DRAIN_REASON
 
 
 class FakeSlurm:

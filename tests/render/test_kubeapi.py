@@ -1,4 +1,4 @@
-"""The hook Jobs' API client (render/scripts/kubeapi.py): its exec over a WebSocket, against a real TLS server
+"""The hook Jobs' API client (podside/kubeapi.py): its exec over a WebSocket, against a real TLS server
 that speaks Kubernetes' v4.channel.k8s.io framing."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-KUBEAPI = Path(__file__).resolve().parents[2] / "slurmk8s" / "render" / "scripts" / "kubeapi.py"
+KUBEAPI = Path(__file__).resolve().parents[2] / "slurmk8s" / "podside" / "kubeapi.py"
 
 
 def frame(payload: bytes, opcode: int = 0x2) -> bytes:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.render import rollout
+from slurmk8s.podside import rollout_core as rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"

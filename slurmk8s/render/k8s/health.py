@@ -1,7 +1,7 @@
 """Slurm's HealthCheckProgram for every pool node (https://slurm.schedmd.com/slurm.conf.html#OPT_HealthCheckProgram).
 
 One script per pool in the `<name>-health` ConfigMap: the pool's expectations (GPU count, mounts, free
-disk, its own checks) set above the shared logic in render/scripts/healthcheck.sh. slurm.conf names one
+disk, its own checks) set above the shared logic in podside/healthcheck.sh. slurm.conf names one
 path; each pool's pods mount their own script there. A failing check drains the node with a reason
 starting `slurmk8s-health:`; a passing check resumes only nodes whose reason starts so.
 
@@ -14,10 +14,8 @@ node's name (downward API) and the API's address from slurmd's own.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding
 from slurmk8s.render.slurmfiles import HEALTH_DIR, drains_on_cordon, runs_health_program
@@ -39,9 +37,9 @@ def health_on(profile: Profile) -> bool:
     return runs_health_program(profile)
 
 
-@lru_cache(maxsize=1)
 def health_logic() -> str:
-    return resources.files("slurmk8s.render").joinpath("scripts/healthcheck.sh").read_text("utf-8")
+    """The shared part of every pool's HealthCheckProgram."""
+    return shipped("healthcheck.sh")
 
 
 def _quote(value: str) -> str:

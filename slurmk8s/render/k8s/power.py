@@ -1,16 +1,14 @@
 """Elastic pools: Slurm's power saving scales the pools' StatefulSets (ResumeProgram/SuspendProgram).
 
-The scripts (render/scripts/power.py) run inside slurmctld with the controller's ServiceAccount;
+The scripts (podside/power.py) run inside slurmctld with the controller's ServiceAccount;
 RBAC lets that account get/patch statefulsets/scale of exactly the elastic pools, nothing more.
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj, meta, role_binding
 from slurmk8s.render.slurmfiles import POWER_DIR
@@ -18,10 +16,9 @@ from slurmk8s.render.topology import pool_segments
 
 
 
-@lru_cache(maxsize=1)
 def power_script() -> str:
     """The resume/suspend program shipped in the ConfigMap."""
-    return resources.files("slurmk8s.render").joinpath("scripts/power.py").read_text("utf-8")
+    return shipped("power.py")
 
 
 def elastic_pools(profile: Profile):

@@ -12,7 +12,7 @@ It also holds the in-place reconfigure both runners share: wait until slurmctld'
 are the applied ones, then `scontrol reconfigure` (no pod restarts; docs/day2.md).
 
 Two runners drive it: `slurmk8s rollout` / `up` (actions/rollout.py, through the API and an exec in
-slurmctld) and the GitOps hook Job (render/scripts/rollout.py, from inside the cluster). This module
+slurmctld) and the GitOps hook Job (podside/rollout.py, from inside the cluster). This module
 is standard library only and imports nothing of slurmk8s, so the hook's ConfigMap ships this very file;
 every effect (API, Slurm, clock) is passed in.
 """

@@ -5,7 +5,7 @@ post-upgrade).
 First the in-place reconfigure: nudge the controller pods, wait until slurmctld's mounted Slurm files
 are the rendered ones (their digest, read by an exec in slurmctld), then `scontrol reconfigure`. Then
 the rollout, with the same driver as `slurmk8s rollout` (rollout_core.py next to this file is
-slurmk8s's render/rollout.py): drain each stale slurmd pod's node, wait for its jobs, delete the pod,
+slurmk8s's podside/rollout_core.py): drain each stale slurmd pod's node, wait for its jobs, delete the pod,
 wait for the new one, resume. It talks to the API with the Job's ServiceAccount token (get the pool
 StatefulSets and their pods, delete those pods; annotate and exec in the controller pods: nothing
 else) and to slurmctld as SlurmUser.
