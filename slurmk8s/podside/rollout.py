@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import rollout_core  # noqa: E402  (shipped beside this file)
-from kubeapi import Api, log  # noqa: E402  (shipped beside this file)
+from kubeapi import Api, ApiError, log  # noqa: E402  (shipped beside this file)
 
 ANNOTATION_CONFIG_SEEN = "slurmk8s.io/config-applied"  # actions/reconfigure.py's nudge
 
@@ -83,4 +83,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ApiError as e:
+        log(str(e))
+        sys.exit(1)

@@ -20,7 +20,7 @@ import pytest
 
 from slurmk8s.profile.loader import load_profile
 from slurmk8s.render import render
-from slurmk8s.render.k8s.health import CORDON_REASON, KUBE_DIR, render_health_script
+from slurmk8s.render.k8s.health import CORDON_REASON, KUBE_DIR, build_configmap_health, render_health_script
 
 BASE = """\
 apiVersion: slurmk8s.io/v1alpha1
@@ -74,7 +74,7 @@ class FakeApi:
         self.cordoned, self.requests = False, []
         key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=api",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc", "-keyout", str(key), "-out", str(cert)],
                        check=True, capture_output=True, timeout=60)
         api = self
 
@@ -143,6 +143,7 @@ def run_program(tmp_path: Path, api: FakeApi, slurmd_pid: int, state: str, reaso
         os.chmod(bin_dir / name, 0o755)
     text = BASE + ("  healthChecks: {enabled: true}\n" if health else "")
     profile = load_profile(text.encode())
+    (kube / "kubeapi.py").write_text(build_configmap_health(profile)["data"]["kubeapi.py"])  # the projected volume's
     script = render_health_script(profile, profile.pool("cpu")).replace(f"KUBE_DIR={KUBE_DIR}", f"KUBE_DIR={kube}")
     script = script.replace("MOUNTS='/etc/slurm /var/spool/slurmd /dev/shm'", "MOUNTS='/proc'")
     script = script.replace("DISK_PATHS='/var/spool/slurmd /tmp'", f"DISK_PATHS='{tmp_path}'")

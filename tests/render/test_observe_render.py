@@ -120,7 +120,7 @@ def test_each_pool_mounts_its_own_health_script():
     conf = bundle.files["slurm.conf"]
     assert "\nHealthCheckProgram=/opt/slurmk8s/health/check\nHealthCheckInterval=60\n" in conf
     scripts = bundle.find("ConfigMap", "obs-health")["data"]
-    assert sorted(scripts) == ["cpu.sh", "gpu.sh"]
+    assert sorted(scripts) == ["cpu.sh", "gpu.sh", "kubeapi.py"]  # the cordon check's API client (drainOnCordon)
     assert "GPU_COUNT=2" in scripts["gpu.sh"] and "GPU_COUNT=0" in scripts["cpu.sh"]
     assert "test -d /nfs" in scripts["gpu.sh"] and "test -d /nfs" not in scripts["cpu.sh"]
     for pool in ("cpu", "gpu"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import pytest
 
@@ -88,10 +89,15 @@ def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(profile, bund
     assert cluster.commands[2][3] == "state=drain"
 
 
-def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch):
+def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch, tmp_path):
     """The rendered ResumeProgram resumes per segment: cpu-1 is pod 1 of r1, cpu-5 pod 3 of r2."""
-    namespace: dict = {"__file__": "/etc/slurm/power/power.py", "__name__": "power"}
-    exec(compile(bundle.find("ConfigMap", "t-power")["data"]["power.py"], "power.py", "exec"), namespace)
+    data = bundle.find("ConfigMap", "t-power")["data"]
+    for name, text in data.items():  # the ConfigMap's directory: power.py imports its API client from it
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "kubeapi", raising=False)
+    namespace: dict = {"__file__": str(tmp_path / "power.py"), "__name__": "power"}
+    exec(compile(data["power.py"], "power.py", "exec"), namespace)
     config = json.loads(bundle.find("ConfigMap", "t-power")["data"]["pools.json"])
     config["namespace"] = "t-ns"  # main() reads it from the service account's namespace file
     assert namespace["by_segment"](config, ["cpu-1", "cpu-5", "cpu-2", "other-1"]) == {("cpu", 0): [1], ("cpu", 1): [0, 3]}

@@ -30,6 +30,7 @@ CORDON_REASON = "slurmk8s: kubernetes node cordoned"
 KUBE_DIR = "/var/run/slurmk8s/kube"  # the token and CA of the cordon check, root only
 KUBE_NODE_ENV = "SLURMK8S_KUBE_NODE"  # slurmd's environment: the pod's Kubernetes node
 NODE_READER = "nodes"
+KUBE_CLIENT = "kubeapi.py"  # the cordon check's API client, in KUBE_DIR beside the token
 
 
 def health_on(profile: Profile) -> bool:
@@ -74,9 +75,12 @@ def render_health_script(profile: Profile, pool: Pool) -> str:
 
 
 def build_configmap_health(profile: Profile) -> Obj:
-    """One script per pool, `<pool>.sh`."""
+    """One script per pool, `<pool>.sh`; with the cordon check, the pods' API client too (kubeapi.py)."""
+    data = {f"{p.name}.sh": render_health_script(profile, p) for p in profile.pools}
+    if drains_on_cordon(profile):
+        data[KUBE_CLIENT] = shipped(KUBE_CLIENT)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, naming.health_config_map(profile.name)),
-            "data": {f"{p.name}.sh": render_health_script(profile, p) for p in profile.pools}}
+            "data": data}
 
 
 def with_health_check(profile: Profile, sts: Obj) -> Obj:
@@ -93,21 +97,25 @@ def with_health_check(profile: Profile, sts: Obj) -> Obj:
     slurmd = next(c for c in pod["containers"] if c["name"] == "slurmd")
     slurmd["volumeMounts"].append({"name": "health", "mountPath": HEALTH_DIR, "readOnly": True})
     if drains_on_cordon(profile):
-        pod["volumes"].append(kube_api_volume())
+        pod["volumes"].append(kube_api_volume(profile))
         slurmd["volumeMounts"].append({"name": "kube-api", "mountPath": KUBE_DIR, "readOnly": True})
         slurmd["env"] = slurmd.get("env", []) + [
             {"name": KUBE_NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     annotations = template["metadata"].setdefault("annotations", {})
-    annotations[ANNOTATION_HEALTH_HASH] = config_hash(render_health_script(profile, pool))
+    client = (shipped(KUBE_CLIENT),) if drains_on_cordon(profile) else ()
+    annotations[ANNOTATION_HEALTH_HASH] = config_hash(render_health_script(profile, pool), *client)
     template["metadata"]["annotations"] = dict(sorted(annotations.items()))
     return sts
 
 
-def kube_api_volume() -> Obj:
-    """The pool ServiceAccount's token and the cluster CA, readable by root only: jobs run as their users."""
+def kube_api_volume(profile: Profile) -> Obj:
+    """The pool ServiceAccount's token, the cluster CA and the API client, readable by root only: jobs run as
+    their users."""
     return {"name": "kube-api", "projected": {"defaultMode": 0o400, "sources": [
         {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"configMap": {"name": naming.health_config_map(profile.name),
+                       "items": [{"key": KUBE_CLIENT, "path": KUBE_CLIENT}]}}]}}
 
 
 def build_node_reader(profile: Profile) -> list[Obj]:

@@ -91,7 +91,8 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
     wrapper = "#!/bin/sh\nexec python3 {dir}/busy.py {verb}\n"
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
                  "data": {"busy.py": busy_program(),
-                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "nodes.json": busy_nodes(profile),
+                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "kubeapi.py": shipped("kubeapi.py"),
+                          "nodes.json": busy_nodes(profile),
                           "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
             "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
