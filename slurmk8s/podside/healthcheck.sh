@@ -101,16 +101,18 @@ fi
 cordoned=""
 [ "$CORDON_ON" != 1 ] || cordoned=$(kube_cordoned)
 
-# Slurm's view of this node: its state, and the reason it was drained with.
-state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -n 1)
-reason=$(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1)
+# Slurm's view of this node, in the one format of podside/nodestate.py: its state (long form, lowercased,
+# with sinfo's flag suffixes) and the reason it was drained with.
+line=$(sinfo --noheader --Node --nodes="$node" --format='%N|%T|%E' 2>/dev/null | head -n 1)
+state=$(printf '%s\n' "$line" | cut -d '|' -f 2 | tr '[:upper:]' '[:lower:]')
+reason=$(printf '%s\n' "$line" | cut -d '|' -f 3-)
 # Whose drain is it: a failing check's (ours), a cordon's, or someone else's (left alone).
 ours=no
 case "$reason" in "$PREFIX"*) ours=yes ;; esac
 cordon_drain=no
 [ "$reason" != "$CORDON_REASON" ] || cordon_drain=yes
 drained=no
-case "$state" in drain*|drng*) drained=yes ;; esac
+case "$state" in drain*) drained=yes ;; esac  # drained, draining
 others=no
 [ "$drained" = no ] || [ "$ours" = yes ] || [ "$cordon_drain" = yes ] || others=yes
 

@@ -146,7 +146,8 @@ class Api:
         self.call("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
 
     def annotate_pod(self, name, key, value):
-        self.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}", {"metadata": {"annotations": {key: value}}})
+        self.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}",
+                         {"metadata": {"annotations": {key: value}}})
 
     def label_pod(self, name, key, value):
         self.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}", {"metadata": {"labels": {key: value}}})

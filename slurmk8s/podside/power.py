@@ -7,14 +7,14 @@ pod's ServiceAccount token. A StatefulSet removes its highest ordinals first, so
 only lowers replicas past nodes that are idle and powering down or powered down; a node
 Slurm suspends below a busy one keeps its pod until the nodes above it go.
 
-Standard library only; kubeapi.py beside it is the API client. pools.json next to this file maps each pool to its StatefulSet, or,
-for a pool split over topology leaves, to its segments: node <pool>-<n> is pod n - offset of
-the segment whose range offset..offset+max-1 holds n.
+Standard library only; kubeapi.py and nodestate.py beside it are the API client and the node-state
+reader. pools.json next to this file maps each pool to its StatefulSet, or, for a pool split over
+topology leaves, to its segments: node <pool>-<n> is pod n - offset of the segment whose range
+offset..offset+max-1 holds n.
 """
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -22,8 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import kubeapi  # noqa: E402  (shipped beside this file)
+import nodestate  # noqa: E402  (shipped beside this file)
 
-DOWN_FLAGS = ("POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN")
 # slurmctld ignores a resumed node's registration while the node's boot time is before the resume
 # request (waiting_for_node_boot: boot_time < boot_req_time, both whole seconds; slurmd -b reports
 # its own start, rounded down), and then marks the node down at ResumeTimeout, failing its job. A
@@ -80,16 +80,11 @@ def by_segment(config, nodes):
 
 
 def node_states(pool, offset, count):
+    """{node: NodeState} of nodes <pool>-offset .. <pool>-(offset+count-1); one sinfo does not list is missing."""
     first, last = offset, offset + count - 1
-    out = subprocess.run(["scontrol", "-o", "show", "node", f"{pool}-[{first}-{last}]" if count > 1 else f"{pool}-{first}"],
+    out = subprocess.run(nodestate.command(f"{pool}-[{first}-{last}]" if count > 1 else f"{pool}-{first}"),
                          capture_output=True, text=True)
-    states = {}
-    for line in out.stdout.splitlines():
-        name = re.search(r"NodeName=(\S+)", line)
-        state = re.search(r"State=(\S+)", line)
-        if name and state:
-            states[name.group(1)] = state.group(1)
-    return states
+    return nodestate.parse(out.stdout)
 
 
 def resume(config, nodes):
@@ -115,8 +110,8 @@ def suspend(config, nodes):
         # Shrink from the top only while the top node is idle and on its way down.
         while wanted > spec["min"]:
             top = wanted - 1
-            state = states.get(f"{pool}-{spec['offset'] + top}", "")
-            idle_down = any(flag in state for flag in DOWN_FLAGS) and "ALLOCATED" not in state and "MIXED" not in state
+            state = states.get(f"{pool}-{spec['offset'] + top}")
+            idle_down = state is not None and (state.powered_down or state.powering_down) and not state.holds_jobs
             if top in going or idle_down:
                 wanted -= 1
             else:

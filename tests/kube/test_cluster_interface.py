@@ -76,7 +76,7 @@ def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
     read, render = slurmk8s.profile.files.read_profile, slurmk8s.render.render
     monkeypatch.setattr(slurmk8s.profile.files, "read_profile", lambda path, namespace=None: calls.append("read") or read(path, namespace))
     monkeypatch.setattr(slurmk8s.render, "render", lambda profile: calls.append("render") or render(profile))
-    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
+    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0|idle|none\ncpu-1|idle|none\n", timeout=60)
     assert "cluster dev is ready" in lines, lines[-3:]  # every step ran, the wait and the accounts included
     assert calls == ["read", "render"]
     calls.clear()

@@ -135,7 +135,7 @@ def run_program(tmp_path: Path, api: FakeApi, slurmd_pid: int, state: str, reaso
     (kube / "ca.crt").write_text(api.cert.read_text())
     calls = tmp_path / "calls"
     calls.write_text("")
-    stubs = {"sinfo": "case \"$*\" in *%t*) echo '" + state + "' ;; *%E*) echo '" + reason + "' ;; esac",
+    stubs = {"sinfo": "case \"$*\" in *--format=%N\\|%T\\|%E*) echo 'cpu-0|" + state + "|" + reason + "' ;; *) exit 1 ;; esac",
              "scontrol": f"printf '%s\\n' \"$*\" >> {calls}",
              "pgrep": f'[ "$*" = "-o -x slurmd" ] && echo {slurmd_pid}'}
     for name, body in stubs.items():
@@ -159,33 +159,33 @@ RESUME = "update nodename=cpu-0 state=resume"
 
 def test_a_cordon_drains_the_node_with_its_reason(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "alloc", "none") == [DRAIN]
+    assert run_program(tmp_path, api, slurmd_process, "allocated", "none") == [DRAIN]
     assert api.requests == [f"/api/v1/nodes/{KUBE_NODE}"]
     # drained already, by the cordon: nothing more to do
-    assert run_program(tmp_path, api, slurmd_process, "drng", CORDON_REASON) == []
+    assert run_program(tmp_path, api, slurmd_process, "draining", CORDON_REASON) == []
 
 
 def test_an_uncordon_resumes_only_the_cordons_drain(tmp_path, api, slurmd_process):
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON) == [RESUME]
-    assert run_program(tmp_path, api, slurmd_process, "drain", "admin: bad fan") == []
-    assert run_program(tmp_path, api, slurmd_process, "drain", "slurmk8s rollout") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON) == [RESUME]
+    assert run_program(tmp_path, api, slurmd_process, "drained", "admin: bad fan") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", "slurmk8s rollout") == []
     assert run_program(tmp_path, api, slurmd_process, "idle", "none") == []
 
 
 def test_a_cordon_leaves_an_administrators_drain_alone(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "drain", "admin: bad fan") == []
-    assert run_program(tmp_path, api, slurmd_process, "drng", "slurmk8s: pod stopping") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", "admin: bad fan") == []
+    assert run_program(tmp_path, api, slurmd_process, "draining", "slurmk8s: pod stopping") == []
 
 
 def test_when_the_node_cannot_be_read_the_cordons_drain_stays(tmp_path, api, slurmd_process):
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON, token="expired") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON, token="expired") == []
     assert api.requests  # it did ask, and was refused
     assert run_program(tmp_path, api, slurmd_process, "idle", "none", token="expired") == []
 
 
 def test_a_healthy_node_drained_by_its_check_turns_into_the_cordons_drain(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "drain", "slurmk8s-health: /x not mounted", health=True) == [DRAIN]
+    assert run_program(tmp_path, api, slurmd_process, "drained", "slurmk8s-health: /x not mounted", health=True) == [DRAIN]
     api.cordoned = False
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON, health=True) == [RESUME]
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON, health=True) == [RESUME]

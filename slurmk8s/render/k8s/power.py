@@ -43,11 +43,12 @@ def power_config(profile: Profile) -> str:
 
 
 def build_configmap_power(profile: Profile) -> Obj:
-    """power.py, its API client (kubeapi.py), pools.json and the two programs slurm.conf names."""
+    """power.py, its API client and node-state reader, pools.json and the two programs slurm.conf names."""
     wrapper = "#!/bin/sh\nexec python3 {dir}/power.py {verb} \"$1\"\n"
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": meta(profile, naming.power_config_map(profile.name), naming.CONTROLLER),
-            "data": {"kubeapi.py": shipped("kubeapi.py"), "pools.json": power_config(profile), "power.py": power_script(),
+            "data": {"kubeapi.py": shipped("kubeapi.py"), "nodestate.py": shipped("nodestate.py"),
+                     "pools.json": power_config(profile), "power.py": power_script(),
                      "resume": wrapper.format(dir=POWER_DIR, verb="resume"),
                      "suspend": wrapper.format(dir=POWER_DIR, verb="suspend")}}
 

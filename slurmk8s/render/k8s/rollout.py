@@ -92,7 +92,7 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
                  "data": {"busy.py": busy_program(),
                           "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "kubeapi.py": shipped("kubeapi.py"),
-                          "nodes.json": busy_nodes(profile),
+                          "nodes.json": busy_nodes(profile), "nodestate.py": shipped("nodestate.py"),
                           "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
             "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
@@ -118,8 +118,8 @@ def busy_program() -> str:
 
 
 def rollout_programs() -> dict[str, str]:
-    """The hook's files: its runner, its API client and the shared driver (podside/rollout_core.py)."""
-    return {name: shipped(name) for name in ("kubeapi.py", "rollout.py", "rollout_core.py")}
+    """The hook's files: its runner, its API client, the node-state reader and the driver (podside/rollout_core.py)."""
+    return {name: shipped(name) for name in ("kubeapi.py", "nodestate.py", "rollout.py", "rollout_core.py")}
 
 
 def pool_statefulsets(profile: Profile) -> list[str]:
