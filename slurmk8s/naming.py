@@ -32,7 +32,7 @@ SLURM_COMPONENTS = tuple(c for c in COMPONENTS if c != DATABASE)  # those that r
 # The GitOps Job that applies the account tree: its own label value, so no Service, PodDisruptionBudget
 # or NetworkPolicy of a daemon ever selects its pod.
 ACCOUNTS = "accounts"
-# The GitOps hook Job that replaces slurmd pods drain-first (render/rollout.py); its own label value too.
+# The GitOps hook Job that replaces slurmd pods drain-first (podside/rollout_core.py); its own label value too.
 ROLLOUT = "rollout"
 # The GitOps hook Job that refuses an unsupported Slurm release step before a sync (render/k8s/upgradecheck.py).
 UPGRADE_CHECK = "upgrade-check"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from slurmk8s.podside import nodestate
+
 
 class FakePoolCluster:
     """Replicas per StatefulSet; sinfo says every node asked about is idle (squeue: no jobs).
 
-    `powering_down` nodes show as idle% (powering down) for that many sinfo queries; when the last
-    finishes, `after_power_down` runs (what the SuspendProgram does to the replicas). With `cluster`,
-    every Slurm command must be meant for that cluster. `drained` nodes (node -> reason) show as drained
-    to the reason query (`-o %N|%t|%E`) until a `state=resume` names them.
+    sinfo answers in nodestate's one format. `powering_down` nodes show as idle% (powering down) for
+    that many sinfo queries; when the last finishes, `after_power_down` runs (what the SuspendProgram
+    does to the replicas). With `cluster`, every Slurm command must be meant for that cluster. `drained`
+    nodes (node -> reason) show as drained with it until a `state=resume` names them.
     """
 
     def __init__(self, replicas: dict[str, int], powering_down: tuple[str, ...] = (), polls: int = 0,
@@ -33,17 +35,17 @@ class FakePoolCluster:
         if argv[:2] == ["scontrol", "update"] and argv[3] == "state=resume":
             for node in argv[2].removeprefix("nodename=").split(","):
                 self.drained.pop(node, None)
-        if argv[:4] != ["sinfo", "-h", "-N", "-n"]:
+        if argv[0] != "sinfo":
             return ""
-        if argv[-1] == "%N|%t|%E":
-            return "".join(f"{n}|drained|{self.drained[n]}\n" if n in self.drained else f"{n}|idle|none\n"
-                           for n in argv[4].split(","))
+        asked = next(a for a in argv if a.startswith("--nodes=")).removeprefix("--nodes=").split(",")
+        assert argv == nodestate.command(asked), argv
         if self.polls == 0 and self.powering_down:
             self.powering_down = ()
             self.after_power_down(self.replicas)
         self.polls = max(0, self.polls - 1)
-        return "".join(f"{n} {'idle%' if n in self.powering_down else 'idle'}\n" for n in argv[4].split(","))
+        return "".join(f"{n}|drained|{self.drained[n]}\n" if n in self.drained
+                       else f"{n}|{'idle%' if n in self.powering_down else 'idle'}|none\n" for n in asked)
 
     def queries(self) -> list[list[str]]:
-        """The powering-down queries (sinfo's state of each node)."""
-        return [c for c in self.commands if c[:4] == ["sinfo", "-h", "-N", "-n"] and c[-1] == "%N %t"]
+        """The sinfo queries (the powering-down polls, then the drained nodes' one)."""
+        return [c for c in self.commands if c[0] == "sinfo"]

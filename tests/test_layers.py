@@ -1,8 +1,9 @@
 """The layers of docs/architecture.md hold: one ordered list, imports only point down, the pure core does no I/O,
-kubernetes stays in kube, no import cycles, lazy imports only in the CLI.
+kubernetes stays in kube, no import cycles, lazy imports only in the CLI, and the code shipped into pods (podside)
+needs nothing but the standard library.
 
 cli -> actions -> output | kube | lab | images -> debian -> render -> profile -> material, naming, errors,
-versions, quantity (see LAYERS and docs/architecture.md).
+versions, quantity, podside (see LAYERS and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -60,11 +61,16 @@ def run_imports(path: Path) -> tuple[set[str], set[str]]:
     return run, deferred
 
 
-# Scripts that run inside the pods (shipped in a ConfigMap as text); slurmk8s never imports them.
-POD_SCRIPTS = "slurmk8s.render.scripts"
+# The code that runs inside pods. The renderer ships each file as text into a ConfigMap (or a Job's
+# `python3 -c`), where the files lie flat in one directory: a shipped file can import only the standard
+# library and its shipped siblings, by their bare names (`import kubeapi`), never `slurmk8s.anything`.
+PODSIDE = "slurmk8s.podside"
+# Bare names a shipped file may import: the files of podside, and versions.py (shipped as slurm_versions.py).
+SHIPPED_NAMES = {p.stem for p in (PKG / "podside").glob("*.py")} | {"slurm_versions"}
+# The programs the pods run; slurmk8s imports only the modules they share (rollout_core, sacctmgr, nodestate).
+POD_PROGRAMS = tuple(f"{PODSIDE}.{name}" for name in ("busy", "power", "rollout", "upgrade_check", "accounts_job"))
 FILES = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"): p for p in PKG.rglob("*.py")}
-ALL_MODULES = {m: imports(p) for m, p in FILES.items()}
-MODULES = {m: i for m, i in ALL_MODULES.items() if not m.startswith(POD_SCRIPTS)}
+MODULES = {m: imports(p) for m, p in FILES.items()}
 RUN_IMPORTS = {m: run_imports(FILES[m]) for m in MODULES}
 
 
@@ -81,7 +87,7 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("slurmk8s.render",)],
     [("slurmk8s.profile",)],
     [("slurmk8s.material",), ("slurmk8s.naming",), ("slurmk8s.errors",), ("slurmk8s.versions",), ("slurmk8s.quantity",),
-     ("slurmk8s.progress",)],
+     ("slurmk8s.progress",), (PODSIDE,)],
 ]
 
 
@@ -116,10 +122,18 @@ def violations(rule, modules=None) -> list[str]:
     return sorted(f"{m} imports {n}" for m, (names, top) in modules.items() for n in names if rule(m, n, n in top))
 
 
-# Rules besides the order: what may do I/O, who may touch the kubernetes client, the pod scripts.
+def shipped_import_violation(module: str, name: str) -> bool:
+    """True when a podside module imports what a pod does not have: slurmk8s, or anything outside the stdlib."""
+    top = name.split(".")[0]
+    return under(module, PODSIDE) and module != PODSIDE and top != "__future__" \
+        and top not in sys.stdlib_module_names and top not in SHIPPED_NAMES
+
+
+# Rules besides the order: what may do I/O, who may touch the kubernetes client, the pod programs.
 RULES = {
     "layers-in-one-order": lambda m, n, top: layer_violation(m, n),
-    "pod-scripts-are-never-imported": lambda m, n, top: under(n, POD_SCRIPTS),
+    "pod-programs-are-never-imported": lambda m, n, top: under(n, *POD_PROGRAMS),
+    "podside-needs-only-the-stdlib-and-its-siblings": lambda m, n, top: shipped_import_violation(m, n),
     "pure-core-no-io-no-kubernetes": lambda m, n, top: under(m, "slurmk8s.render", "slurmk8s.profile")
     and m != "slurmk8s.profile.files"  # the one reader of profile files
     and n.split(".")[0] in IO | {"kubernetes"},
@@ -296,6 +310,25 @@ def test_the_rules_see_imports() -> None:
     assert "slurmk8s.naming" in MODULES["slurmk8s.render.k8s.workers"][0]
     assert "slurmk8s.actions.render" in MODULES["slurmk8s.cli"][0] - MODULES["slurmk8s.cli"][1]
     assert violations(lambda m, n, top: m == "slurmk8s.cli" and n == "typer" and top) == ["slurmk8s.cli imports typer"]
+    assert {"ssl", "socket"} <= MODULES["slurmk8s.podside.kubeapi"][0]
+
+
+@pytest.mark.parametrize("added, refused", [
+    (("slurmk8s.podside.busy", "slurmk8s.naming"), True),
+    (("slurmk8s.podside.rollout_core", "slurmk8s.podside.kubeapi"), True),  # no package in the pod's directory
+    (("slurmk8s.podside.power", "yaml"), True),
+    (("slurmk8s.podside.power", "kubeapi"), False),
+    (("slurmk8s.podside.upgrade_check", "slurm_versions"), False),
+    (("slurmk8s.podside.busy", "http.client"), False),
+])
+def test_shipped_code_imports_only_what_a_pod_has(added, refused) -> None:
+    """A podside module importing slurmk8s or a third-party package fails; a stdlib or shipped sibling import passes."""
+    module, name = added
+    modules = dict(MODULES)
+    names, top = modules[module]
+    modules[module] = (names | {name}, top)
+    found = violations(RULES["podside-needs-only-the-stdlib-and-its-siblings"], modules)
+    assert (f"{module} imports {name}" in found) == refused, found
 
 
 @pytest.mark.parametrize("code", [

@@ -10,8 +10,8 @@ PKG = Path(__file__).resolve().parents[1] / "slurmk8s"
 def test_the_package_stays_small_and_holds_no_test_data() -> None:
     files = [p for p in PKG.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     size = sum(p.stat().st_size for p in files)
-    # Code and its data, about 1 MB; test data would be far more.
-    assert size < 1_100_000, f"slurmk8s/ holds {size} bytes; largest: " + \
+    # Code and its data, about 1.1 MB (148 modules, the schema, 14 templates); test data would be far more.
+    assert size < 1_250_000, f"slurmk8s/ holds {size} bytes; largest: " + \
         ", ".join(f"{p.relative_to(PKG)} {p.stat().st_size}" for p in sorted(files, key=lambda p: -p.stat().st_size)[:5])
     assert not [p for p in files if "crdschemas" in p.parts or p.name.startswith("test_")]
 

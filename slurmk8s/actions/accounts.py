@@ -1,6 +1,6 @@
 """Apply the profile's accounts/users/QoS tree to slurmdbd with sacctmgr, idempotently.
 
-One applier (slurmk8s/render/scripts/accounts.py) for `up`, `slurmk8s accounts apply`, the lab and
+One applier (slurmk8s/podside/sacctmgr.py) for `up`, `slurmk8s accounts apply`, the lab and
 the GitOps Job: the caller passes `run(argv) -> (returncode, stdout, stderr)`.
 """
 
@@ -15,9 +15,9 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree, manages_accounts
-from slurmk8s.render.sacctmgr import AccountsError, Tree, apply_tree
-from slurmk8s.render.sacctmgr import busy_accounts as _busy_accounts
-from slurmk8s.render.sacctmgr import read_tree as _read_tree
+from slurmk8s.podside.sacctmgr import AccountsError, Tree, apply_tree
+from slurmk8s.podside.sacctmgr import busy_accounts as _busy_accounts
+from slurmk8s.podside.sacctmgr import read_tree as _read_tree
 
 RunFn = Callable[[list[str]], tuple[int, str, str]]
 

@@ -16,7 +16,7 @@ from slurmk8s import naming
 from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.render import restarts
 from slurmk8s.render.k8s.identity import RELOAD_BOUND_SECONDS, RELOAD_SCRIPT
-from slurmk8s.render.rollout import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen
+from slurmk8s.podside.rollout_core import SEEN_DIGEST, ReconfigureStopped, files_digest, reconfigure_when_seen
 
 ANNOTATION_CONFIG_SEEN = "slurmk8s.io/config-applied"
 DAEMON_OF = {naming.CONTROLLER: restarts.CONTROLLER, naming.WORKER: restarts.SLURMD}
@@ -163,7 +163,7 @@ def reconfigure_in_place(files: dict[str, str], controller_pods: list[str], nudg
 
     The kubelet refreshes a ConfigMap volume on its periodic sync (a minute or more); an
     annotation on the pod makes it sync now. The GitOps hook Job runs the same loop
-    (render/rollout.py). Raises ClusterError when the files never show.
+    (podside/rollout_core.py). Raises ClusterError when the files never show.
     """
     def seen() -> str:
         try:

@@ -1,7 +1,7 @@
 """`slurmk8s rollout` (and the rollout `up` runs): replace stale slurmd pods drain-first, and keep Slurm
 upgrades in Slurm's order (slurmdbd, then slurmctld, then slurmd) and within its window.
 
-The driver is render/rollout.py, the one the GitOps hook Job runs too; here its effects go through the
+The driver is podside/rollout_core.py, the one the GitOps hook Job runs too; here its effects go through the
 API and an exec in slurmctld.
 """
 
@@ -18,7 +18,7 @@ from slurmk8s.errors import ClusterError, FieldError, ProfileError, UsageError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.progress import Progress
 from slurmk8s.render import render
-from slurmk8s.render.rollout import Effects, RolloutStopped, Settings, pods_waiting, run_rollout
+from slurmk8s.podside.rollout_core import Effects, RolloutStopped, Settings, pods_waiting, run_rollout
 from slurmk8s.versions import upgrade_refusal
 
 # Workloads held back in the first pass of a Slurm upgrade: they follow once slurmdbd runs the new release.

@@ -17,6 +17,7 @@ from typing import Callable
 from slurmk8s.actions.cluster import PoolCluster
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.files import read_profile
+from slurmk8s.podside import nodestate
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import Bundle, render
 from slurmk8s.render.topology import Segment
@@ -60,31 +61,20 @@ def checked_segments(profile: Profile, pool: str, replicas: int) -> list[Segment
     return pool_segments(profile, pool)
 
 
-def parse_reasons(text: str) -> dict[str, tuple[str, str]]:
-    """`sinfo -h -N -o '%N|%t|%E'` -> {node: (compact state, reason)} (a node in two partitions is listed twice)."""
-    out = {}
-    for line in text.splitlines():
-        parts = line.split("|", 2)
-        if len(parts) == 3:
-            out[parts[0].strip()] = (parts[1].strip().lower(), parts[2].strip())
-    return out
+def node_states(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> dict[str, nodestate.NodeState]:
+    """Slurm's view of nodes (podside/nodestate.py: sinfo, which also lists 22.05's hidden CLOUD nodes)."""
+    return nodestate.parse(cluster.slurm(bundle, nodestate.command(nodes)))
 
 
 def own_drains(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
     """Those of nodes that are drained or draining with `slurmk8s scale`'s reason (an administrator's drain is not)."""
-    states = parse_reasons(cluster.slurm(bundle, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%t|%E"]))
-    return [n for n in nodes if n in states and states[n][0].startswith(("drain", "drng"))
-            and states[n][1] == DRAIN_REASON]
+    states = node_states(cluster, bundle, nodes)
+    return [n for n in nodes if n in states and states[n].drained and states[n].reason == DRAIN_REASON]
 
 
 def powering_down(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> list[str]:
-    """Those of nodes that Slurm is powering down, or is about to (sinfo's state suffixes % and !).
-
-    sinfo, not scontrol: 22.05 hides powered-down CLOUD nodes, and scontrol fails on a hidden one.
-    """
-    out = cluster.slurm(bundle, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N %t"])
-    states = dict(line.split() for line in out.splitlines() if line.strip())
-    return sorted(n for n, state in states.items() if {"%", "!"} & set(state.lstrip("abcdefghijklmnopqrstuvwxyz")))
+    """Those of nodes that Slurm is powering down, or is about to (sinfo's state suffixes % and !)."""
+    return sorted(n for n, state in node_states(cluster, bundle, nodes).items() if state.powering_down)
 
 
 def wait_power_down_settled(pool: str, nodes: list[str], cluster: PoolCluster, bundle: Bundle, end: float,

@@ -10,14 +10,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-# sinfo -N prints a node once per partition; %T is the long state with its flags as suffixes.
-SINFO = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]
+from slurmk8s.podside import nodestate
+
+SINFO = nodestate.command()  # every node, once: its long state with the flag suffixes, and the reason
 SQUEUE = ["squeue", "-h", "-a", "-o", "%P|%T"]
 PING = ["scontrol", "ping"]
 HEALTH_PREFIX = "slurmk8s-health:"
-# Nodes in these states do not take jobs, and the cluster is degraded while they do not. A powered-down
-# CLOUD node (`~`) is not counted: an elastic pool keeps most of its nodes so on purpose.
-BAD_STATES = ("down", "fail", "failing", "not_responding", "inval")
 
 
 @dataclass(frozen=True)
@@ -50,15 +48,9 @@ def parse_ping(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def parse_nodes(text: str, pools: set[str]) -> tuple[SlurmNode, ...]:
-    seen: dict[str, SlurmNode] = {}
-    for line in text.splitlines():
-        parts = line.split("|", 2)
-        if len(parts) < 2 or not parts[0].strip():
-            continue
-        name, state = parts[0].strip(), parts[1].strip().lower()
-        reason = parts[2].strip() if len(parts) > 2 and parts[2].strip() != "none" else ""
-        seen.setdefault(name, SlurmNode(name, pool_of(name, pools), state, reason))
-    return tuple(sorted(seen.values(), key=lambda n: (n.pool, _ordinal_key(n.name))))
+    """SINFO's output -> the nodes by pool, then number; a state as sinfo prints it, lowercase (`idle~`)."""
+    seen = [SlurmNode(s.name, pool_of(s.name, pools), s.text, s.reason) for s in nodestate.parse(text).values()]
+    return tuple(sorted(seen, key=lambda n: (n.pool, _ordinal_key(n.name))))
 
 
 def _ordinal_key(name: str) -> tuple:
@@ -79,14 +71,16 @@ def parse_jobs(text: str) -> tuple[tuple[str, str, int], ...]:
 
 
 def node_problem(node: SlurmNode) -> str | None:
-    base = node.state.rstrip("*~#!%$@^-")
-    if node.state.endswith("~"):
+    """Why a node degrades the cluster (nodestate.BAD, not responding, drained by its health check), or None.
+    A powered-down CLOUD node (`~`) is not counted: an elastic pool keeps most of its nodes so on purpose."""
+    state = nodestate.state_of(node.name, node.state, node.reason)
+    if state.powered_down:
         return None
-    if node.state.endswith("*"):
+    if state.not_responding:
         return f"node {node.name} not responding ({node.state})"
-    if base.split("+")[0] in BAD_STATES:
+    if state.base in nodestate.BAD:
         return f"node {node.name} {node.state}" + (f": {node.reason}" if node.reason else "")
-    if node.reason.startswith(HEALTH_PREFIX) and base.startswith("drain"):
+    if node.reason.startswith(HEALTH_PREFIX) and state.drained:
         return f"node {node.name} drained by its health check: {node.reason[len(HEALTH_PREFIX):].strip()}"
     return None
 

@@ -35,10 +35,10 @@ IMAGE_USER_ENV = "SLURMK8S_IMAGE_USER"
 # The Python sources the bundle ships (ConfigMaps, python3 -c) and runs with the controller image's
 # python3: power, busy, rollout, upgrade-check, the account applier, and the modules they share.
 _PACKAGE = Path(__file__).resolve().parents[1]
-_SHIPPED_PYTHON = (*sorted((_PACKAGE / "render" / "scripts").glob("*.py")), _PACKAGE / "render" / "rollout.py",
-                   _PACKAGE / "render" / "sacctmgr.py", _PACKAGE / "versions.py")
+_SHIPPED_PYTHON = (*sorted(p for p in (_PACKAGE / "podside").glob("*.py") if p.name != "__init__.py"),
+                   _PACKAGE / "versions.py")
 # the names they import each other by in the pods
-_SHIPPED_MODULES = {"rollout_core", "slurm_versions", *(path.stem for path in _SHIPPED_PYTHON)}
+_SHIPPED_MODULES = {"slurm_versions", *(path.stem for path in _SHIPPED_PYTHON)}
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _user(user: tuple[str, int, int], why: str) -> Assertion:
 # Tools of the rendered init containers and hooks (init-config: chmod, ln or cp, install -o slurm,
 # awk over resolv.conf; slurmd's postStart: sed, head, date, sleep).
 _INIT_TOOLS = ("chmod", "install", "cat", "awk", "mkdir")
-# The identity merge (render/scripts/identity_reload.sh: init-config's pass, the identity-reload sidecar)
+# The identity merge (podside/identity_reload.sh: init-config's pass, the identity-reload sidecar)
 # and the live pods' links to its files.
 _IDENTITY_TOOLS = ("sh", "cmp", "mv", "rm", "stat", "wc", "ln", "sleep")
 _PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {

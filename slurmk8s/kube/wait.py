@@ -16,16 +16,14 @@ from slurmk8s.errors import ClusterError, ExecRefused
 from slurmk8s.kube.client import RETRY_STATUSES, Kube, KubeApiError, Obj, dig
 from slurmk8s.kube.ownership import owned_selector
 from slurmk8s.kube.resources import builtin
+from slurmk8s.podside import nodestate
+from slurmk8s.podside.nodestate import NodeState
 from slurmk8s.render import Bundle
 
-SINFO_NODES = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
+SINFO_NODES = nodestate.command()
 # A poll's requests may run this long even when the wait's own deadline has (nearly) passed.
 MIN_REQUEST_BUDGET = 5.0
 T = TypeVar("T")
-# Node states of a slurmd that has registered. Suffixes: '*' not responding, '~' '#' '%' '!' power
-# saving (not running): not usable; '$' '@' '^' '-' (maintenance, reboot, planned) are registered.
-REGISTERED_STATES = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained",
-                     "blocked"}
 # A pod condition that waiting does not heal (stuck_conditions) ends the wait once it has been seen this
 # long without a break: long enough for a Secret created moments later, a tag pushed mid-`up` or a DNS blip
 # to show up, short enough that a user hears of it at once. The wait then fails at its next poll: within
@@ -128,20 +126,10 @@ def pod_ready(pod: Obj) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def parse_sinfo_nodes(text: str) -> dict[str, str]:
-    """`sinfo -N -h -o '%N %T'` output -> {node: state}."""
-    states = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            states[parts[0]] = parts[1].lower()
-    return states
-
-
-def unregistered(expected: list[str], states: dict[str, str]) -> dict[str, str]:
-    """Expected nodes slurmctld does not list as registered and responding, with their state."""
-    return {n: states.get(n, "not listed by sinfo") for n in expected
-            if states.get(n, "").rstrip("$@^-") not in REGISTERED_STATES}
+def unregistered(expected: list[str], states: dict[str, NodeState]) -> dict[str, str]:
+    """Expected nodes slurmctld does not list as registered and responding, with their state (nodestate's rule)."""
+    return {n: states[n].text if n in states else "not listed by sinfo" for n in expected
+            if not (n in states and states[n].registered)}
 
 
 class Waiter:
@@ -220,7 +208,7 @@ class Waiter:
                 self.sleep(self.interval)
                 continue
             try:
-                missing = unregistered(expected, parse_sinfo_nodes(self.exec_in_controller(SINFO_NODES)))
+                missing = unregistered(expected, nodestate.parse(self.exec_in_controller(SINFO_NODES)))
                 last_problem = ", ".join(f"{n} ({s})" for n, s in sorted(missing.items()))
             except ExecRefused:
                 raise  # RBAC or a missing pod: no retry fixes it

@@ -15,7 +15,7 @@ from slurmk8s.actions.accounts import run_accounts_apply
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.render.k8s.accounts import desired_tree
-from slurmk8s.render.sacctmgr import fresh_tree
+from slurmk8s.podside.sacctmgr import fresh_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
 from test_accounts import FakeSacctmgr  # noqa: E402

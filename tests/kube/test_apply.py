@@ -298,11 +298,11 @@ def test_waits_for_slurm_after_applying(stub, up):
 
     def sinfo(command):
         asked.append(command)
-        return "cpu-0 idle\ncpu-1 idle\ncpu-2 unknown*\n"
+        return "cpu-0|idle|none\ncpu-1|idle|none\ncpu-2|unknown*|none\n"
     _, lines = up(KIND_DEV, exec_fn=sinfo)
     # registration, then the elastic pool's drains (none of them slurmk8s's)
-    assert asked == [["sinfo", "--noheader", "--Node", "--format=%N %T"],
-                     ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3", "-o", "%N|%t|%E"]]
+    assert asked == [["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"],
+                     ["sinfo", "--noheader", "--Node", "--nodes=cpu-0,cpu-1,cpu-2,cpu-3", "--format=%N|%T|%E"]]
     assert "pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1" in lines
     ready = lines.index("cluster dev is ready")
     assert lines[ready - 1] == "slurm: all 2 running node(s) registered with slurmctld"

@@ -237,7 +237,7 @@ def test_a_refused_pod_exec_ends_the_wait_at_once_with_the_rbac_hint(stub, kubec
     assert time.monotonic() - started < 45
     line = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert line.startswith(f"exec 'sinfo --noheader --Node --format=%N %T' in pod slurm/dev-controller-0: "
+    assert line.startswith(f"exec 'sinfo --noheader --Node --format=%N|%T|%E' in pod slurm/dev-controller-0: "
                            f"Handshake status {status} ")
     assert line.endswith("the credentials need RBAC permission to create pods/exec in namespace slurm "
                          "(check: kubectl auth can-i create pods/exec -n slurm)")

@@ -16,7 +16,7 @@ from slurmk8s.errors import ClusterError
 from slurmk8s.kube.cluster import KubeCluster
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.profile.files import read_profile
-from slurmk8s.render.sacctmgr import fresh_tree
+from slurmk8s.podside.sacctmgr import fresh_tree
 from tests.fakepool import FakePoolCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
@@ -81,7 +81,7 @@ def test_up_and_scale_read_and_render_the_profile_once(up, monkeypatch):
             monkeypatch.setattr(module, "read_profile", lambda path, namespace=None: calls.append("read") or read(path, namespace))
         if getattr(module, "render", None) is render:
             monkeypatch.setattr(module, "render", lambda profile: calls.append("render") or render(profile))
-    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
+    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0|idle|none\ncpu-1|idle|none\n", timeout=60)
     assert "cluster dev is ready" in lines, lines[-3:]  # every step ran, the wait and the accounts included
     assert calls == ["read", "render"]
     calls.clear()

@@ -8,7 +8,7 @@ from slurmk8s.actions.render import render_file
 
 from conftest import KIND_DEV
 
-SINFO = ["sinfo", "--noheader", "--Node", "--format=%N %T"]
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"]
 IN_PLACE_MAXTIME = "in place (scontrol reconfigure, no pod restarts): PartitionName=debug"
 MUNGE_IMAGES = {"registry": "registry.example.org/hpc", "tag": "26.05-munge"}
 
@@ -59,7 +59,7 @@ def test_up_says_it_before_applying_then_reconfigures_slurm_in_place(stub, up, e
     def run(command):
         asked.append(command)
         if command == SINFO:
-            return "cpu-0 idle\ncpu-1 idle\n"
+            return "cpu-0|idle|none\ncpu-1|idle|none\n"
         if command == SEEN_DIGEST:
             return next(digests)
         if command[0] == "sinfo":  # `up` looking for drains of its own to resume: none
@@ -82,7 +82,7 @@ def test_up_says_it_before_applying_then_reconfigures_slurm_in_place(stub, up, e
 def test_up_without_a_slurm_change_runs_no_reconfigure(up):
     up(KIND_DEV)
     asked: list[list[str]] = []
-    _, lines = up(KIND_DEV, exec_fn=lambda c: asked.append(c) or ("cpu-0 idle\ncpu-1 idle\n" if c == SINFO else ""))
+    _, lines = up(KIND_DEV, exec_fn=lambda c: asked.append(c) or ("cpu-0|idle|none\ncpu-1|idle|none\n" if c == SINFO else ""))
     assert asked[0] == SINFO and [c for c in asked if c[0] != "sinfo"] == []
     assert not [line for line in lines if line.startswith(("restarts:", "in place", "reconfigured"))]
 

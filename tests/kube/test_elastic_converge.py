@@ -16,6 +16,7 @@ from conftest import KIND_DEV
 from slurmk8s.actions.scale import DRAIN_REASON
 from slurmk8s.errors import ClusterError
 from slurmk8s.kube.wait import SINFO_NODES
+from slurmk8s.podside import nodestate
 
 APPS = "/apis/apps/v1/namespaces/slurm"
 CONFIGMAPS = "/api/v1/namespaces/slurm/configmaps"
@@ -36,7 +37,7 @@ class FakeSlurm:
         return {f"cpu-{n.rsplit('-', 1)[1]}" for n in self.stub.names(PODS) if n.startswith("dev-cpu-")}
 
     def state(self, node: str) -> str:
-        base = "drain" if node in self.drained else "idle"
+        base = "drained" if node in self.drained else "idle"
         return base if node in self.running() else base + "~"
 
     def __call__(self, argv: list[str]) -> str:
@@ -47,11 +48,11 @@ class FakeSlurm:
         if argv == ["scontrol", "reconfigure"]:
             return ""
         if argv == SINFO_NODES:
-            return "".join(f"{n} {'drained' if n in self.drained else 'idle'}\n" for n in sorted(self.running()))
-        if argv[:4] == ["sinfo", "-h", "-N", "-n"]:
-            nodes, fmt = argv[4].split(","), argv[6]
-            if fmt == "%N %t":
-                return "".join(f"{n} {self.state(n)}\n" for n in nodes)
+            return "".join(f"{n}|{'drained' if n in self.drained else 'idle'}|{self.drained.get(n, 'none')}\n"
+                           for n in sorted(self.running()))
+        if argv[0] == "sinfo":  # scale's and the rollout's: the nodes asked
+            nodes = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
+            assert argv == nodestate.command(nodes), argv
             return "".join(f"{n}|{self.state(n)}|{self.drained.get(n, 'none')}\n" for n in nodes)
         if argv[:2] == ["scontrol", "update"]:
             nodes, state = argv[2].split("=", 1)[1].split(","), argv[3].split("=", 1)[1]
@@ -61,10 +62,6 @@ class FakeSlurm:
                 elif state == "resume":
                     self.drained.pop(n, None)
             return ""
-        if argv[0] == "sinfo" and any(a.startswith("--nodes=") for a in argv):  # the rollout's (long states)
-            nodes = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
-            long = {"drain": "drained", "idle": "idle"}
-            return "".join(f"{n}|{long.get(self.state(n), self.state(n))}|{self.drained.get(n, 'none')}\n" for n in nodes)
         if argv[0] == "squeue" and any(a.startswith("--nodelist=") for a in argv):  # the rollout's
             node = next(a for a in argv if a.startswith("--nodelist=")).split("=", 1)[1]
             return f"{self.jobs[node].split()[0]}\n" if node in self.jobs else ""
@@ -120,7 +117,7 @@ def test_up_raises_a_pool_below_a_raised_min_replicas_before_applying(stub, up, 
     plan, lines = up(edited_profile(KIND_DEV, pool(replicas=3, minReplicas=3)), exec_fn=slurm, timeout=8)
     assert replicas(stub) == 3
     assert "pool cpu: minReplicas is 3 but 2 ran: started cpu-2" in lines
-    assert ["sinfo", "-h", "-N", "-n", "cpu-2", "-o", "%N %t"] in slurm.commands  # not while Slurm powers it down
+    assert nodestate.command(["cpu-2"]) in slurm.commands  # not while Slurm powers it down
     # through the scale subresource, as power saving does: the apply then sends the same value (no field conflict)
     writes = [r for r in stub.requests if r.method == "PATCH" and "/statefulsets/dev-cpu" in r.path
               and r.q("dryRun") != "All"]  # up's restart preview is a dry run

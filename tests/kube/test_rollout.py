@@ -18,7 +18,8 @@ from slurmk8s.actions.rollout import roll_pools
 from slurmk8s.errors import ClusterError, ProfileError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
-from slurmk8s.render.rollout import DRAIN_REASON
+from slurmk8s.podside import nodestate
+from slurmk8s.podside.rollout_core import DRAIN_REASON
 
 
 class FakeSlurm:
@@ -45,14 +46,11 @@ class FakeSlurm:
         return "allocated" if node in self.jobs else "idle"
 
     def __call__(self, argv: list[str]) -> str:
-        if argv[0] == "sinfo" and "--format=%N %T" in argv:  # up's wait
-            return "".join(f"{n} {self.state(n)}\n" for n in self.nodes)
-        if argv[:4] == ["sinfo", "-h", "-N", "-n"]:  # `up`'s elastic convergence (actions/converge.py)
-            return "".join(f"{n} {self.state(n)}\n" for n in argv[4].split(","))
-        if argv[0] == "squeue" and "-w" in argv:  # the same
+        if argv[0] == "squeue" and "-w" in argv:  # `up`'s elastic convergence (actions/converge.py)
             return ""
-        if argv[0] == "sinfo":
-            asked = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
+        if argv[0] == "sinfo":  # up's wait (every node), the convergence's and the rollout's (those asked)
+            asked = next((a.split("=", 1)[1].split(",") for a in argv if a.startswith("--nodes=")), self.nodes)
+            assert argv == nodestate.command(None if asked is self.nodes else asked), argv
             return "".join(f"{n}|{self.state(n)}|{self.drained.get(n, 'none')}\n" for n in asked)
         if argv[0] == "squeue":
             node = next(a for a in argv if a.startswith("--nodelist=")).split("=", 1)[1]

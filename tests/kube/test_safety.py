@@ -179,7 +179,7 @@ def test_429_is_retried_after_the_time_the_server_asks(stub, up):
 def test_503_in_the_middle_of_the_wait_is_retried(stub, up):
     stub.fail(503, when=lambda r: r.method == "GET" and r.path.endswith("/pods"), message="etcd leader changed",
               reason="ServiceUnavailable", times=2)
-    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0 idle\ncpu-1 idle\n", timeout=60)
+    _, lines = up(KIND_DEV, exec_fn=lambda command: "cpu-0|idle|none\ncpu-1|idle|none\n", timeout=60)
     assert "cluster dev is ready" in lines
     assert [r.status for r in stub.calls("GET", "/pods")][:3] == [503, 503, 200]
 

@@ -15,7 +15,8 @@ from apistub import make_pod
 from conftest import KIND_DEV
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.wait import SINFO_NODES, UNHEALABLE_AFTER, Waiter, never_fits, parse_sinfo_nodes, unregistered
+from slurmk8s.kube.wait import SINFO_NODES, UNHEALABLE_AFTER, Waiter, never_fits, unregistered
+from slurmk8s.podside import nodestate
 from slurmk8s.render import render
 
 APPS = "/apis/apps/v1/namespaces/slurm"
@@ -67,7 +68,7 @@ def waiter(kubeconfig, bundle, exec_fn, fake, timeout=60, lines=None):
 
 def test_waits_for_pods_then_for_every_running_node_in_slurm(stub, kubeconfig, not_ready_cluster):
     bundle = not_ready_cluster
-    answers = iter(["cpu-0 idle\ncpu-1 unknown*\n", "cpu-0 idle\ncpu-1 idle\ncpu-2 unknown*\n"])
+    answers = iter(["cpu-0|idle|none\ncpu-1|unknown*|none\n", "cpu-0|idle|none\ncpu-1|idle|none\ncpu-2|unknown*|none\n"])
     commands = []
 
     def sinfo(command):
@@ -128,7 +129,7 @@ def test_timeout_names_unschedulable_pods_and_missing_ones(stub, kubeconfig, not
 def test_timeout_when_slurm_never_hears_from_a_node(stub, kubeconfig, not_ready_cluster):
     make_ready(stub, not_ready_cluster)
     with pytest.raises(ClusterError, match=r"slurmctld does not know every running node: cpu-1 \(down\*\)$"):
-        waiter(kubeconfig, not_ready_cluster, lambda c: "cpu-0 idle\ncpu-1 down*\n", FakeTime(), timeout=10).wait()
+        waiter(kubeconfig, not_ready_cluster, lambda c: "cpu-0|idle|none\ncpu-1|down*|none\n", FakeTime(), timeout=10).wait()
 
 
 def test_exec_failures_while_the_controller_starts_are_retried(stub, kubeconfig, not_ready_cluster):
@@ -139,21 +140,21 @@ def test_exec_failures_while_the_controller_starts_are_retried(stub, kubeconfig,
         calls.append(command)
         if len(calls) < 3:
             raise ClusterError("exec: slurm_load_partitions: Unable to contact slurm controller")
-        return "cpu-0 idle\ncpu-1 mixed\n"
+        return "cpu-0|idle|none\ncpu-1|mixed|none\n"
     waiter(kubeconfig, not_ready_cluster, flaky, FakeTime()).wait()
     assert len(calls) == 3
 
 
 @pytest.mark.parametrize(("sinfo", "expected"), [
-    ("cpu-0 idle\ncpu-1 allocated\n", {}),
-    ("cpu-0 idle$\ncpu-1 mixed-\n", {}),
-    ("cpu-0 idle~\ncpu-1 idle#\n", {"cpu-0": "idle~", "cpu-1": "idle#"}),
-    ("cpu-0 idle*\ncpu-1 idle\n", {"cpu-0": "idle*"}),
-    ("cpu-0 unknown\n", {"cpu-0": "unknown", "cpu-1": "not listed by sinfo"}),
-    ("cpu-0 drained\ncpu-1 future\n", {"cpu-1": "future"}),
+    ("cpu-0|idle|none\ncpu-1|allocated|none\n", {}),
+    ("cpu-0|idle$|none\ncpu-1|mixed-|none\n", {}),
+    ("cpu-0|idle~|none\ncpu-1|idle#|none\n", {"cpu-0": "idle~", "cpu-1": "idle#"}),
+    ("cpu-0|idle*|none\ncpu-1|idle|none\n", {"cpu-0": "idle*"}),
+    ("cpu-0|unknown|none\n", {"cpu-0": "unknown", "cpu-1": "not listed by sinfo"}),
+    ("cpu-0|drained|none\ncpu-1|future|none\n", {"cpu-1": "future"}),
 ], ids=["idle-alloc", "maintenance-planned-suffix", "powered-off", "not-responding", "missing-node", "future"])
 def test_which_nodes_count_as_registered(sinfo, expected):
-    assert unregistered(["cpu-0", "cpu-1"], parse_sinfo_nodes(sinfo)) == expected
+    assert unregistered(["cpu-0", "cpu-1"], nodestate.parse(sinfo)) == expected
 
 
 SBS_POD = str(KIND_DEV).replace("kind-dev.yaml", "side-by-side-pod.yaml")
@@ -179,7 +180,7 @@ def test_a_side_by_side_daemonset_is_awaited_by_its_live_counts_and_its_node_in_
         if sleeps == 2:
             daemonsets[name]["status"]["numberReady"] = 1
             stub.store[("", "", PODS)][pod["metadata"]["name"]]["status"]["conditions"][0]["status"] = "True"
-    sinfo_answers = iter(["cpu-0 idle\nslurmk8s-sbs-worker2 unknown*\n", "cpu-0 idle\nslurmk8s-sbs-worker2 idle\n"])
+    sinfo_answers = iter(["cpu-0|idle|none\nslurmk8s-sbs-worker2|unknown*|none\n", "cpu-0|idle|none\nslurmk8s-sbs-worker2|idle|none\n"])
     lines: list[str] = []
     fake = FakeTime(on_sleep=ready_later)
     waiter(kubeconfig, bundle, lambda command: next(sinfo_answers), fake, lines=lines).wait()
@@ -337,7 +338,7 @@ def test_transient_states_keep_waiting_until_ready(stub, kubeconfig, not_ready_c
         if sleeps == 40:  # 200 s: far past the grace
             make_ready(stub, bundle)
     fake = FakeTime(on_sleep=heal)
-    waiter(kubeconfig, bundle, lambda c: "cpu-0 idle\ncpu-1 idle\n", fake, timeout=600).wait()
+    waiter(kubeconfig, bundle, lambda c: "cpu-0|idle|none\ncpu-1|idle|none\n", fake, timeout=600).wait()
     assert fake.now >= 200
 
 
@@ -355,7 +356,7 @@ def test_a_condition_that_heals_within_the_grace_starts_the_count_afresh(stub, k
         elif sleeps == 10:
             make_ready(stub, bundle)
     fake = FakeTime(on_sleep=flap)
-    waiter(kubeconfig, bundle, lambda c: "cpu-0 idle\ncpu-1 idle\n", fake, timeout=600).wait()
+    waiter(kubeconfig, bundle, lambda c: "cpu-0|idle|none\ncpu-1|idle|none\n", fake, timeout=600).wait()
     assert fake.sleeps == 10
 
 
@@ -382,7 +383,7 @@ def test_ups_wait_shows_a_live_line_on_a_terminal_and_timestamped_lines_otherwis
     from stubcluster import stub_cluster
     up(KIND_DEV)
     stream = Terminal() if terminal else io.StringIO()
-    wait_live(stub_cluster(kubeconfig, lambda argv: "cpu-0 idle\ncpu-1 idle\n"), render(read_profile(KIND_DEV)), 60,
+    wait_live(stub_cluster(kubeconfig, lambda argv: "cpu-0|idle|none\ncpu-1|idle|none\n"), render(read_profile(KIND_DEV)), 60,
               stream)
     ready = re.escape("pods ready: mariadb 1/1, accounting 1/1, controller 1/1, worker 2/2, login 1/1")
     registered = re.escape("slurm: all 2 running node(s) registered with slurmctld")

@@ -22,7 +22,7 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.lab import cluster, rootfs, sandbox
 from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree
-from slurmk8s.render.sacctmgr import plan_accounts
+from slurmk8s.podside.sacctmgr import plan_accounts
 
 from labenv import lab_unavailable
 from waiting import wait_for

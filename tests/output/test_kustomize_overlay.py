@@ -11,11 +11,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from apiserver import API_NAME, make_cert
 from slurmk8s import naming
 from slurmk8s.actions.render import build_tree, render_file
 from slurmk8s.output.plain import write_tree
@@ -102,11 +104,15 @@ def test_the_power_program_scales_in_the_namespace_its_pod_runs_in(tmp_path: Pat
     sa = tmp_path / "sa"
     sa.mkdir()
     (sa / "namespace").write_text("hpc-prod")
-    (tmp_path / "pools.json").write_text(power["pools.json"])
+    (sa / "ca.crt").write_bytes(make_cert(tmp_path, [API_NAME])[0].read_bytes())
+    for name, text in power.items():  # the ConfigMap's directory: power.py imports its API client from it
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "kubeapi", raising=False)
     program: dict = {"__file__": str(tmp_path / "power.py"), "__name__": "power"}
     exec(compile(power["power.py"], "power.py", "exec"), program)
     calls = []
-    monkeypatch.setitem(program, "SA_DIR", str(sa))
+    monkeypatch.setattr(program["kubeapi"], "SA_DIR", str(sa))
     monkeypatch.setitem(program, "HERE", str(tmp_path))
     monkeypatch.setitem(program, "expand", lambda hostlist: ["a100-3"])
     monkeypatch.setitem(program, "BOOT_MARGIN_S", 0.0)  # the pause before a scale-up (tested in test_topology_scale)

@@ -13,7 +13,7 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ClusterError
 from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree
-from slurmk8s.render.sacctmgr import (
+from slurmk8s.podside.sacctmgr import (
     AccountState, QosState, UserAssoc, fresh_tree, parse_tree, plan_accounts, slurm_minutes, slurm_time,
 )
 

@@ -1,6 +1,6 @@
 """Accounts under GitOps (issue 16): one applier, run in-process by `up` / `accounts apply` and as the rendered Job.
 
-The Job's program is the applier's own source (slurmk8s/render/sacctmgr.py) plus its entry point; here it
+The Job's program is the applier's own source (slurmk8s/podside/sacctmgr.py) plus its entry point; here it
 runs for real, with python, against a fake sacctmgr on PATH that answers from files.
 """
 
@@ -19,14 +19,14 @@ from slurmk8s import naming
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile import scheduling
 from slurmk8s.render import render
-from slurmk8s.render import sacctmgr
+from slurmk8s.podside import sacctmgr
 from slurmk8s.render.k8s.accounts import accounts_program, desired_tree
-from slurmk8s.render.sacctmgr import fresh_tree, tree_from_json, tree_to_json
+from slurmk8s.podside.sacctmgr import fresh_tree, tree_from_json, tree_to_json
 from slurmk8s.render.k8s.common import SACK_VOLUME
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
-SCRIPT = ROOT / "slurmk8s" / "render" / "scripts" / "accounts_job.py"
+SCRIPT = ROOT / "slurmk8s" / "podside" / "accounts_job.py"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -25,7 +25,7 @@ def busy_program(tmp_path: Path):
 
 
 class FakeSlurm:
-    """scontrol answers from a script of node states per poll; records when each pod was labelled."""
+    """sinfo answers from a script of node states per poll (nodestate's format); records when each pod was labelled."""
 
     def __init__(self, states_per_poll: list[dict[str, str]], job_state: str = "CONFIGURING"):
         self.states_per_poll = states_per_poll
@@ -36,11 +36,12 @@ class FakeSlurm:
     def run(self, argv, **kwargs):
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             out = "cpu-0 cpu-1"
-        elif argv[:3] == ["scontrol", "show", "node"]:
+        elif argv[0] == "sinfo":
             states = self.states_per_poll[min(self.node_polls, len(self.states_per_poll) - 1)]
             self.node_polls += 1
-            asked = argv[-1].split(",")
-            out = "\n".join(f"NodeName={n} Arch=x86_64 State={states[n]} Partitions=main" for n in asked)
+            asked = next(a for a in argv if a.startswith("--nodes=")).split("=", 1)[1].split(",")
+            assert argv == ["sinfo", "--noheader", "--Node", f"--nodes={','.join(asked)}", "--format=%N|%T|%E"]
+            out = "\n".join(f"{n}|{states[n]}|none" for n in asked)
         elif argv[:3] == ["scontrol", "show", "config"]:
             out = "ResumeTimeout           = 600 sec\nSuspendTime = 300 sec\n"
         elif argv[:3] == ["scontrol", "show", "job"]:
@@ -65,27 +66,30 @@ def prolog(tmp_path: Path, monkeypatch):
     return start
 
 
-UP = "ALLOCATED+CLOUD"
-RESUMING = "ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP"
-NOT_YET_RESUMED = "ALLOCATED+CLOUD+POWERED_DOWN"
+# sinfo's long states (%T) with the flag suffixes: ALLOCATED+CLOUD, then +POWERED_DOWN, then powering up and
+# not responding (sinfo shows one suffix: '#' or '*', whichever it prefers, both mean "not up yet").
+UP = "allocated"
+RESUMING = "allocated#"
+NOT_RESPONDING = "allocated*"
+NOT_YET_RESUMED = "allocated~"
 
 
 def test_the_prolog_returns_once_the_resumed_node_registered(prolog) -> None:
     slurm = prolog(FakeSlurm([{"cpu-0": UP, "cpu-1": NOT_YET_RESUMED}, {"cpu-1": RESUMING},
-                              {"cpu-1": RESUMING}, {"cpu-1": UP}]))
+                              {"cpu-1": NOT_RESPONDING}, {"cpu-1": UP}]))
     assert slurm.node_polls == 4  # asked until cpu-1 registered, then no more
     assert slurm.labelled_at == {"dev-cpu-0": 4, "dev-cpu-1": 4}  # the pods exist by then
 
 
 def test_the_prolog_of_a_job_on_running_nodes_asks_once(prolog) -> None:
-    slurm = prolog(FakeSlurm([{"cpu-0": UP, "cpu-1": "MIXED"}]))
+    slurm = prolog(FakeSlurm([{"cpu-0": UP, "cpu-1": "MIXED"}]))  # sinfo's case is not ours to rely on
     assert slurm.node_polls == 1
     assert set(slurm.labelled_at) == {"dev-cpu-0", "dev-cpu-1"}
 
 
 def test_the_prolog_stops_waiting_when_the_resume_failed(prolog) -> None:
     # After ResumeTimeout slurmctld marks the node DOWN and requeues the job itself.
-    slurm = prolog(FakeSlurm([{"cpu-0": UP, "cpu-1": RESUMING}, {"cpu-1": "DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING"},
+    slurm = prolog(FakeSlurm([{"cpu-0": UP, "cpu-1": RESUMING}, {"cpu-1": "down*"},
                               {"cpu-1": RESUMING}]))
     assert slurm.node_polls == 2
 

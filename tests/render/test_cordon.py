@@ -20,7 +20,7 @@ import pytest
 
 from slurmk8s.profile.loader import load_profile
 from slurmk8s.render import render
-from slurmk8s.render.k8s.health import CORDON_REASON, KUBE_DIR, render_health_script
+from slurmk8s.render.k8s.health import CORDON_REASON, KUBE_DIR, build_configmap_health, render_health_script
 
 BASE = """\
 apiVersion: slurmk8s.io/v1alpha1
@@ -74,7 +74,7 @@ class FakeApi:
         self.cordoned, self.requests = False, []
         key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=api",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc", "-keyout", str(key), "-out", str(cert)],
                        check=True, capture_output=True, timeout=60)
         api = self
 
@@ -135,7 +135,7 @@ def run_program(tmp_path: Path, api: FakeApi, slurmd_pid: int, state: str, reaso
     (kube / "ca.crt").write_text(api.cert.read_text())
     calls = tmp_path / "calls"
     calls.write_text("")
-    stubs = {"sinfo": "case \"$*\" in *%t*) echo '" + state + "' ;; *%E*) echo '" + reason + "' ;; esac",
+    stubs = {"sinfo": "case \"$*\" in *--format=%N\\|%T\\|%E*) echo 'cpu-0|" + state + "|" + reason + "' ;; *) exit 1 ;; esac",
              "scontrol": f"printf '%s\\n' \"$*\" >> {calls}",
              "pgrep": f'[ "$*" = "-o -x slurmd" ] && echo {slurmd_pid}'}
     for name, body in stubs.items():
@@ -143,6 +143,7 @@ def run_program(tmp_path: Path, api: FakeApi, slurmd_pid: int, state: str, reaso
         os.chmod(bin_dir / name, 0o755)
     text = BASE + ("  healthChecks: {enabled: true}\n" if health else "")
     profile = load_profile(text.encode())
+    (kube / "kubeapi.py").write_text(build_configmap_health(profile)["data"]["kubeapi.py"])  # the projected volume's
     script = render_health_script(profile, profile.pool("cpu")).replace(f"KUBE_DIR={KUBE_DIR}", f"KUBE_DIR={kube}")
     script = script.replace("MOUNTS='/etc/slurm /var/spool/slurmd /dev/shm'", "MOUNTS='/proc'")
     script = script.replace("DISK_PATHS='/var/spool/slurmd /tmp'", f"DISK_PATHS='{tmp_path}'")
@@ -158,33 +159,33 @@ RESUME = "update nodename=cpu-0 state=resume"
 
 def test_a_cordon_drains_the_node_with_its_reason(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "alloc", "none") == [DRAIN]
+    assert run_program(tmp_path, api, slurmd_process, "allocated", "none") == [DRAIN]
     assert api.requests == [f"/api/v1/nodes/{KUBE_NODE}"]
     # drained already, by the cordon: nothing more to do
-    assert run_program(tmp_path, api, slurmd_process, "drng", CORDON_REASON) == []
+    assert run_program(tmp_path, api, slurmd_process, "draining", CORDON_REASON) == []
 
 
 def test_an_uncordon_resumes_only_the_cordons_drain(tmp_path, api, slurmd_process):
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON) == [RESUME]
-    assert run_program(tmp_path, api, slurmd_process, "drain", "admin: bad fan") == []
-    assert run_program(tmp_path, api, slurmd_process, "drain", "slurmk8s rollout") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON) == [RESUME]
+    assert run_program(tmp_path, api, slurmd_process, "drained", "admin: bad fan") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", "slurmk8s rollout") == []
     assert run_program(tmp_path, api, slurmd_process, "idle", "none") == []
 
 
 def test_a_cordon_leaves_an_administrators_drain_alone(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "drain", "admin: bad fan") == []
-    assert run_program(tmp_path, api, slurmd_process, "drng", "slurmk8s: pod stopping") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", "admin: bad fan") == []
+    assert run_program(tmp_path, api, slurmd_process, "draining", "slurmk8s: pod stopping") == []
 
 
 def test_when_the_node_cannot_be_read_the_cordons_drain_stays(tmp_path, api, slurmd_process):
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON, token="expired") == []
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON, token="expired") == []
     assert api.requests  # it did ask, and was refused
     assert run_program(tmp_path, api, slurmd_process, "idle", "none", token="expired") == []
 
 
 def test_a_healthy_node_drained_by_its_check_turns_into_the_cordons_drain(tmp_path, api, slurmd_process):
     api.cordoned = True
-    assert run_program(tmp_path, api, slurmd_process, "drain", "slurmk8s-health: /x not mounted", health=True) == [DRAIN]
+    assert run_program(tmp_path, api, slurmd_process, "drained", "slurmk8s-health: /x not mounted", health=True) == [DRAIN]
     api.cordoned = False
-    assert run_program(tmp_path, api, slurmd_process, "drain", CORDON_REASON, health=True) == [RESUME]
+    assert run_program(tmp_path, api, slurmd_process, "drained", CORDON_REASON, health=True) == [RESUME]

@@ -1,4 +1,4 @@
-"""The identity reloader (render/scripts/identity_reload.sh) run as a real process against temp dirs:
+"""The identity reloader (podside/identity_reload.sh) run as a real process against temp dirs:
 the merge keeps the image's entries and lets the profile win, and a running `watch` picks up a
 changed ConfigMap (files renamed into place, keys and homes kept in step)."""
 

@@ -120,7 +120,7 @@ def test_each_pool_mounts_its_own_health_script():
     conf = bundle.files["slurm.conf"]
     assert "\nHealthCheckProgram=/opt/slurmk8s/health/check\nHealthCheckInterval=60\n" in conf
     scripts = bundle.find("ConfigMap", "obs-health")["data"]
-    assert sorted(scripts) == ["cpu.sh", "gpu.sh"]
+    assert sorted(scripts) == ["cpu.sh", "gpu.sh", "kubeapi.py"]  # the cordon check's API client (drainOnCordon)
     assert "GPU_COUNT=2" in scripts["gpu.sh"] and "GPU_COUNT=0" in scripts["cpu.sh"]
     assert "test -d /nfs" in scripts["gpu.sh"] and "test -d /nfs" not in scripts["cpu.sh"]
     for pool in ("cpu", "gpu"):
@@ -149,7 +149,7 @@ def run_script(tmp_path: Path, pool: str, node_state: str, reason: str, fail_mar
     calls = tmp_path / "calls"
     calls.write_text("")
     (bin_dir / "sinfo").write_text(
-        "#!/bin/sh\ncase \"$*\" in *%t*) echo '" + node_state + "' ;; *%E*) echo '" + reason + "' ;; esac\n")
+        "#!/bin/sh\ncase \"$*\" in *--format=%N\\|%T\\|%E*) echo 'gpu-0|" + node_state + "|" + reason + "' ;; *) exit 1 ;; esac\n")
     (bin_dir / "scontrol").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {calls}\n")
     for f in ("sinfo", "scontrol"):
         os.chmod(bin_dir / f, 0o755)
@@ -174,14 +174,14 @@ def test_a_failing_check_drains_naming_it(tmp_path):
 
 
 def test_a_passing_check_resumes_only_its_own_drain(tmp_path):
-    assert run_script(tmp_path, "gpu", "drain", "slurmk8s-health: check nfs failed", fail_marker=False) == [
+    assert run_script(tmp_path, "gpu", "drained", "slurmk8s-health: check nfs failed", fail_marker=False) == [
         "update nodename=gpu-0 state=resume"]
-    assert run_script(tmp_path, "gpu", "drain", "admin: bad fan", fail_marker=False) == []
+    assert run_script(tmp_path, "gpu", "drained", "admin: bad fan", fail_marker=False) == []
     assert run_script(tmp_path, "gpu", "idle", "none", fail_marker=False) == []
 
 
 def test_an_admins_drain_is_not_taken_over(tmp_path):
-    assert run_script(tmp_path, "gpu", "drain", "admin: bad fan", fail_marker=True) == []
+    assert run_script(tmp_path, "gpu", "drained", "admin: bad fan", fail_marker=True) == []
 
 
 def test_the_disk_floor_drains(tmp_path):
@@ -192,7 +192,7 @@ def test_the_disk_floor_drains(tmp_path):
     script = script.replace("MIN_FREE_KIB=1048576", f"MIN_FREE_KIB={2**50}")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "sinfo").write_text("#!/bin/sh\necho idle\n")
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'cpu-0|idle|none'\n")
     (bin_dir / "scontrol").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" > {tmp_path}/calls\n")
     for f in ("sinfo", "scontrol"):
         os.chmod(bin_dir / f, 0o755)

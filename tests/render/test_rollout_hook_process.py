@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.render import rollout
+from slurmk8s.podside import rollout_core as rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
@@ -38,7 +38,7 @@ class Cluster:
         self.calls: list[tuple[str, str]] = []
         key, self.cert = tmp_path / "key.pem", tmp_path / "cert.pem"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=api",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(self.cert)],
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc", "-keyout", str(key), "-out", str(self.cert)],
                        check=True, capture_output=True, timeout=60)
         cluster = self
 

@@ -19,8 +19,8 @@ from slurmk8s import naming
 from slurmk8s.actions.render import render_file
 from slurmk8s.output.argocd import post_sync_hooks
 from slurmk8s.output.helm import helm_tree
-import slurmk8s.render.rollout as core
-from slurmk8s.render.rollout import files_digest
+import slurmk8s.podside.rollout_core as core
+from slurmk8s.podside.rollout_core import files_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"

@@ -1,4 +1,4 @@
-"""The rollout driver (render/rollout.py) on side-by-side DaemonSets: their pods are replaced drain-first like pool
+"""The rollout driver (podside/rollout_core.py) on side-by-side DaemonSets: their pods are replaced drain-first like pool
 pods, each node's new pod (another name, made by the DaemonSet controller) waited for before the node resumes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.render.rollout import (
+from slurmk8s.podside.rollout_core import (
     DS_GENERATION_ANNOTATION, DS_GENERATION_LABEL, Effects, Settings, run_rollout, stale_pods,
 )
 

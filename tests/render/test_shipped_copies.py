@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 from slurmk8s import naming
-from slurmk8s.render import rollout
+from slurmk8s.podside import rollout_core as rollout
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "slurmk8s" / "render" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "slurmk8s" / "podside"
 
 
 def constants(path: Path) -> dict[str, object]:

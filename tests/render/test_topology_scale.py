@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import pytest
 
@@ -45,8 +46,8 @@ def test_scale_up_fills_leaves_in_node_order(profile, bundle):
     cluster = FakePoolCluster({"t-cpu-r1": 2, "t-cpu-r2": 1}, cluster="t")
     assert scale_pool(profile, bundle, "cpu", 5, cluster, log=lambda line: None) == 3
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 3}
-    assert cluster.commands == [["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N %t"],
-                                ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "-o", "%N|%t|%E"]]
+    sinfo = ["sinfo", "--noheader", "--Node", "--nodes=cpu-0,cpu-1,cpu-2,cpu-3,cpu-4", "--format=%N|%T|%E"]
+    assert cluster.commands == [sinfo, sinfo]  # none powering down, then none drained
 
 
 def test_scale_takes_the_pool_from_the_profile_not_from_annotations_render_wrote(profile, bundle):
@@ -66,7 +67,7 @@ def test_scale_up_waits_while_slurm_powers_the_nodes_down_and_reads_replicas_aft
     lines: list[str] = []
     assert scale_pool(profile, bundle, "cpu", 4, cluster, log=lines.append, poll_s=0) == 2
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 2}
-    assert len(cluster.queries()) == 3
+    assert len(cluster.queries()) == 4  # powering down twice, then not; then the drained nodes' query
     assert lines == ["pool cpu: waiting for Slurm to finish powering down cpu-2", "pool cpu: 2 -> 4 replicas"]
 
 
@@ -82,16 +83,21 @@ def test_scale_down_drains_exactly_the_nodes_above_n_in_every_leaf(profile, bund
     cluster = FakePoolCluster({"t-cpu-r1": 1, "t-cpu-r2": 4}, cluster="t")
     assert scale_pool(profile, bundle, "cpu", 3, cluster, log=lambda line: None, poll_s=0) == 5
     assert cluster.replicas == {"t-cpu-r1": 2, "t-cpu-r2": 1}
-    assert cluster.commands[0] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N %t"]  # none powering down
-    assert cluster.commands[1] == ["sinfo", "-h", "-N", "-n", "cpu-0,cpu-1,cpu-2", "-o", "%N|%t|%E"]  # none drained
+    sinfo = ["sinfo", "--noheader", "--Node", "--nodes=cpu-0,cpu-1,cpu-2", "--format=%N|%T|%E"]
+    assert cluster.commands[:2] == [sinfo, sinfo]  # none powering down, then none drained
     assert cluster.commands[2][:3] == ["scontrol", "update", "nodename=cpu-3,cpu-4,cpu-5"]
     assert cluster.commands[2][3] == "state=drain"
 
 
-def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch):
+def test_power_program_maps_each_node_to_its_leaf_statefulset(bundle, monkeypatch, tmp_path):
     """The rendered ResumeProgram resumes per segment: cpu-1 is pod 1 of r1, cpu-5 pod 3 of r2."""
-    namespace: dict = {"__file__": "/etc/slurm/power/power.py", "__name__": "power"}
-    exec(compile(bundle.find("ConfigMap", "t-power")["data"]["power.py"], "power.py", "exec"), namespace)
+    data = bundle.find("ConfigMap", "t-power")["data"]
+    for name, text in data.items():  # the ConfigMap's directory: power.py imports its API client from it
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "kubeapi", raising=False)
+    namespace: dict = {"__file__": str(tmp_path / "power.py"), "__name__": "power"}
+    exec(compile(data["power.py"], "power.py", "exec"), namespace)
     config = json.loads(bundle.find("ConfigMap", "t-power")["data"]["pools.json"])
     config["namespace"] = "t-ns"  # main() reads it from the service account's namespace file
     assert namespace["by_segment"](config, ["cpu-1", "cpu-5", "cpu-2", "other-1"]) == {("cpu", 0): [1], ("cpu", 1): [0, 3]}

@@ -2,30 +2,28 @@
 
 Argo CD runs it as a PostSync hook and Helm as a post-install/post-upgrade hook (output/argocd.py,
 output/helm.py); a kustomize tree applies it like any object. It runs the one applier
-(slurmk8s/render/sacctmgr.py) with python3 in the controller image, as SlurmUser (an administrator
+(slurmk8s/podside/sacctmgr.py) with python3 in the controller image, as SlurmUser (an administrator
 of slurmdbd), with the cluster's slurm.conf and auth key like any Slurm pod. It waits until slurmdbd
 knows the cluster, then adds and changes what differs and deletes nothing, so running it again is
 harmless. A cluster that `up` deploys does not need it: `up` applies the same tree itself.
 
 Also here: the tree a profile asks for (desired_tree) and slurm/accounts.sh, the commands that build
 it in a fresh database. Reconciling a live slurmdbd to the tree is not rendering: actions/accounts.py
-does it with the applier (render/sacctmgr.py, which is here only because the Job ships its source).
+does it with the applier (podside/sacctmgr.py, which the Job ships as source).
 Reference: https://slurm.schedmd.com/sacctmgr.html
 """
 
 from __future__ import annotations
 
 import shlex
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes, sackd_sidecar,
     volume_config,
 )
-from slurmk8s.render.sacctmgr import (
+from slurmk8s.podside.sacctmgr import (
     AccountState, QosState, Tree, UserAssoc, fresh_tree, plan_accounts, slurm_minutes, tree_to_json,
 )
 
@@ -68,11 +66,9 @@ def build_job_accounts(profile: Profile, slurm_hash: str) -> Obj:
     }
 
 
-@lru_cache(maxsize=1)
 def accounts_program() -> str:
     """What the GitOps Job runs with python3: the applier's source, then the Job's entry point."""
-    here = resources.files("slurmk8s.render")
-    return here.joinpath("sacctmgr.py").read_text("utf-8") + "\n\n" + here.joinpath("scripts/accounts_job.py").read_text("utf-8")
+    return shipped("sacctmgr.py") + "\n\n" + shipped("accounts_job.py")
 
 
 def manages_accounts(profile: Profile) -> bool:

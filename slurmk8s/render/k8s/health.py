@@ -1,7 +1,7 @@
 """Slurm's HealthCheckProgram for every pool node (https://slurm.schedmd.com/slurm.conf.html#OPT_HealthCheckProgram).
 
 One script per pool in the `<name>-health` ConfigMap: the pool's expectations (GPU count, mounts, free
-disk, its own checks) set above the shared logic in render/scripts/healthcheck.sh. slurm.conf names one
+disk, its own checks) set above the shared logic in podside/healthcheck.sh. slurm.conf names one
 path; each pool's pods mount their own script there. A failing check drains the node with a reason
 starting `slurmk8s-health:`; a passing check resumes only nodes whose reason starts so.
 
@@ -14,10 +14,8 @@ node's name (downward API) and the API's address from slurmd's own.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Pool, Profile
 from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding
 from slurmk8s.render.slurmfiles import HEALTH_DIR, drains_on_cordon, runs_health_program
@@ -32,6 +30,7 @@ CORDON_REASON = "slurmk8s: kubernetes node cordoned"
 KUBE_DIR = "/var/run/slurmk8s/kube"  # the token and CA of the cordon check, root only
 KUBE_NODE_ENV = "SLURMK8S_KUBE_NODE"  # slurmd's environment: the pod's Kubernetes node
 NODE_READER = "nodes"
+KUBE_CLIENT = "kubeapi.py"  # the cordon check's API client, in KUBE_DIR beside the token
 
 
 def health_on(profile: Profile) -> bool:
@@ -39,9 +38,9 @@ def health_on(profile: Profile) -> bool:
     return runs_health_program(profile)
 
 
-@lru_cache(maxsize=1)
 def health_logic() -> str:
-    return resources.files("slurmk8s.render").joinpath("scripts/healthcheck.sh").read_text("utf-8")
+    """The shared part of every pool's HealthCheckProgram."""
+    return shipped("healthcheck.sh")
 
 
 def _quote(value: str) -> str:
@@ -76,9 +75,12 @@ def render_health_script(profile: Profile, pool: Pool) -> str:
 
 
 def build_configmap_health(profile: Profile) -> Obj:
-    """One script per pool, `<pool>.sh`."""
+    """One script per pool, `<pool>.sh`; with the cordon check, the pods' API client too (kubeapi.py)."""
+    data = {f"{p.name}.sh": render_health_script(profile, p) for p in profile.pools}
+    if drains_on_cordon(profile):
+        data[KUBE_CLIENT] = shipped(KUBE_CLIENT)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, naming.health_config_map(profile.name)),
-            "data": {f"{p.name}.sh": render_health_script(profile, p) for p in profile.pools}}
+            "data": data}
 
 
 def with_health_check(profile: Profile, sts: Obj) -> Obj:
@@ -95,21 +97,25 @@ def with_health_check(profile: Profile, sts: Obj) -> Obj:
     slurmd = next(c for c in pod["containers"] if c["name"] == "slurmd")
     slurmd["volumeMounts"].append({"name": "health", "mountPath": HEALTH_DIR, "readOnly": True})
     if drains_on_cordon(profile):
-        pod["volumes"].append(kube_api_volume())
+        pod["volumes"].append(kube_api_volume(profile))
         slurmd["volumeMounts"].append({"name": "kube-api", "mountPath": KUBE_DIR, "readOnly": True})
         slurmd["env"] = slurmd.get("env", []) + [
             {"name": KUBE_NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     annotations = template["metadata"].setdefault("annotations", {})
-    annotations[ANNOTATION_HEALTH_HASH] = config_hash(render_health_script(profile, pool))
+    client = (shipped(KUBE_CLIENT),) if drains_on_cordon(profile) else ()
+    annotations[ANNOTATION_HEALTH_HASH] = config_hash(render_health_script(profile, pool), *client)
     template["metadata"]["annotations"] = dict(sorted(annotations.items()))
     return sts
 
 
-def kube_api_volume() -> Obj:
-    """The pool ServiceAccount's token and the cluster CA, readable by root only: jobs run as their users."""
+def kube_api_volume(profile: Profile) -> Obj:
+    """The pool ServiceAccount's token, the cluster CA and the API client, readable by root only: jobs run as
+    their users."""
     return {"name": "kube-api", "projected": {"defaultMode": 0o400, "sources": [
         {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"configMap": {"name": naming.health_config_map(profile.name),
+                       "items": [{"key": KUBE_CLIENT, "path": KUBE_CLIENT}]}}]}}
 
 
 def build_node_reader(profile: Profile) -> list[Obj]:

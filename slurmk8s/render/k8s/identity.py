@@ -1,7 +1,7 @@
 """Declared users in every Slurm pod: passwd/group lines merged into the image's, kept current without a restart.
 
 The identity ConfigMap holds the declared lines, the keys and the merge program (reload.sh, from
-render/scripts/identity_reload.sh). init-config runs one pass into a small emptyDir before any daemon
+podside/identity_reload.sh). init-config runs one pass into a small emptyDir before any daemon
 starts. Nothing of the users reaches a pod template, so a change of users, groups or keys restarts
 no pod (docs/users-and-storage.md, "Changes without restarts"):
 
@@ -19,10 +19,10 @@ takes: the profile is the authority for ids 1000 and up.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.identity import Identity, UnixUser
 from slurmk8s.profile.model import Profile
 
@@ -48,7 +48,7 @@ def ssh_key_file(user: UnixUser) -> str:
 
 def render_reload_script() -> str:
     """The merge program every pod with declared users runs (POSIX sh and awk)."""
-    return resources.files("slurmk8s.render").joinpath("scripts/identity_reload.sh").read_text("utf-8")
+    return shipped("identity_reload.sh")
 
 
 def snapshot_ids(profile: Profile) -> str | None:

@@ -1,16 +1,14 @@
 """Elastic pools: Slurm's power saving scales the pools' StatefulSets (ResumeProgram/SuspendProgram).
 
-The scripts (render/scripts/power.py) run inside slurmctld with the controller's ServiceAccount;
+The scripts (podside/power.py) run inside slurmctld with the controller's ServiceAccount;
 RBAC lets that account get/patch statefulsets/scale of exactly the elastic pools, nothing more.
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj, meta, role_binding
 from slurmk8s.render.slurmfiles import POWER_DIR
@@ -18,10 +16,9 @@ from slurmk8s.render.topology import pool_segments
 
 
 
-@lru_cache(maxsize=1)
 def power_script() -> str:
     """The resume/suspend program shipped in the ConfigMap."""
-    return resources.files("slurmk8s.render").joinpath("scripts/power.py").read_text("utf-8")
+    return shipped("power.py")
 
 
 def elastic_pools(profile: Profile):
@@ -46,11 +43,12 @@ def power_config(profile: Profile) -> str:
 
 
 def build_configmap_power(profile: Profile) -> Obj:
-    """power.py, pools.json and the two programs slurm.conf names."""
+    """power.py, its API client and node-state reader, pools.json and the two programs slurm.conf names."""
     wrapper = "#!/bin/sh\nexec python3 {dir}/power.py {verb} \"$1\"\n"
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": meta(profile, naming.power_config_map(profile.name), naming.CONTROLLER),
-            "data": {"pools.json": power_config(profile), "power.py": power_script(),
+            "data": {"kubeapi.py": shipped("kubeapi.py"), "nodestate.py": shipped("nodestate.py"),
+                     "pools.json": power_config(profile), "power.py": power_script(),
                      "resume": wrapper.format(dir=POWER_DIR, verb="resume"),
                      "suspend": wrapper.format(dir=POWER_DIR, verb="suspend")}}
 

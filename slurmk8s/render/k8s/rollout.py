@@ -1,5 +1,5 @@
 """Job-safe replacement of slurmd pods: OnDelete pools, the Slurm version on every workload, busy-aware
-PodDisruptionBudgets, and the GitOps hook that runs the rollout (render/rollout.py) from inside the cluster.
+PodDisruptionBudgets, and the GitOps hook that runs the rollout (podside/rollout_core.py) from inside the cluster.
 
 The hook (a ServiceAccount, a Role, its binding, a ConfigMap and a Job) goes in Bundle.hooks: Argo CD
 runs it as a PostSync hook and Helm as a post-upgrade hook (output/argocd.py, output/helm.py). It first
@@ -10,12 +10,10 @@ the same work itself (actions/up.py, actions/rollout.py).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from importlib import resources
-
 from slurmk8s import naming
+from slurmk8s.podside import rollout_core
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Pool, Profile
-import slurmk8s.render.rollout as rollout
 from slurmk8s.render.k8s.common import (
     Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
     role_binding, sackd_sidecar, service_account, volume_config,
@@ -38,9 +36,9 @@ def with_rollout_fields(profile: Profile, obj: Obj) -> Obj:
         return obj
     annotations = {**obj["metadata"].get("annotations", {}), naming.ANNOTATION_SLURM_VERSION: profile.version}
     out = {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
-    if obj["kind"] == "StatefulSet" and rollout.is_pool_statefulset(obj):
+    if obj["kind"] == "StatefulSet" and rollout_core.is_pool_statefulset(obj):
         # A changed template replaces no pod by itself: the rollout drains each node first.
-        out["spec"] = {**obj["spec"], "updateStrategy": {"type": rollout.ON_DELETE}}
+        out["spec"] = {**obj["spec"], "updateStrategy": {"type": rollout_core.ON_DELETE}}
     if obj["kind"] == "StatefulSet" and labels.get(naming.LABEL_COMPONENT) == naming.CONTROLLER and profile.pools:
         out = with_busy_programs(profile, out)
     return out
@@ -65,7 +63,7 @@ def build_pdbs_pool(profile: Profile, pool: Pool) -> list[Obj]:
 
 
 def with_busy_marking(profile: Profile, files: dict[str, str]) -> dict[str, str]:
-    """slurm.conf with PrologSlurmctld/EpilogSlurmctld marking pool pods busy or idle (render/scripts/busy.py);
+    """slurm.conf with PrologSlurmctld/EpilogSlurmctld marking pool pods busy or idle (podside/busy.py);
     the lines go before the node definitions."""
     if not profile.pools:
         return files
@@ -93,7 +91,8 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
     wrapper = "#!/bin/sh\nexec python3 {dir}/busy.py {verb}\n"
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(profile, name, naming.CONTROLLER),
                  "data": {"busy.py": busy_program(),
-                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "nodes.json": busy_nodes(profile),
+                          "epilog": wrapper.format(dir=BUSY_DIR, verb="epilog"), "kubeapi.py": shipped("kubeapi.py"),
+                          "nodes.json": busy_nodes(profile), "nodestate.py": shipped("nodestate.py"),
                           "prolog": wrapper.format(dir=BUSY_DIR, verb="prolog")}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(profile, name, naming.CONTROLLER),
             "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": pool_pods(profile), "verbs": ["patch"]}]}
@@ -113,19 +112,14 @@ def with_busy_programs(profile: Profile, sts: Obj) -> Obj:
     return {**sts, "spec": {**sts["spec"], "template": {**sts["spec"]["template"], "spec": pod}}}
 
 
-@lru_cache(maxsize=1)
 def busy_program() -> str:
     """The PrologSlurmctld/EpilogSlurmctld program shipped in the busy ConfigMap."""
-    return resources.files("slurmk8s.render").joinpath("scripts/busy.py").read_text("utf-8")
+    return shipped("busy.py")
 
 
-@lru_cache(maxsize=1)
 def rollout_programs() -> dict[str, str]:
-    """The hook's files: its runner, its API client and the shared driver (this package's render/rollout.py)."""
-    base = resources.files("slurmk8s.render")
-    return {"kubeapi.py": base.joinpath("scripts/kubeapi.py").read_text("utf-8"),
-            "rollout.py": base.joinpath("scripts/rollout.py").read_text("utf-8"),
-            "rollout_core.py": base.joinpath("rollout.py").read_text("utf-8")}
+    """The hook's files: its runner, its API client, the node-state reader and the driver (podside/rollout_core.py)."""
+    return {name: shipped(name) for name in ("kubeapi.py", "nodestate.py", "rollout.py", "rollout_core.py")}
 
 
 def pool_statefulsets(profile: Profile) -> list[str]:
@@ -150,7 +144,7 @@ def rollout_settings(profile: Profile, slurm_files: dict[str, str]) -> str:
     """settings.json: what to reconfigure (the Slurm ConfigMap's digest, as slurmctld must see it) and roll."""
     return json.dumps({"statefulsets": pool_statefulsets(profile), "maxUnavailable": profile.rollout.max_unavailable,
                        "drainTimeout": profile.rollout.drain_timeout, "readyTimeout": READY_TIMEOUT,
-                       "controllers": controller_pods(profile), "configDigest": rollout.files_digest(slurm_files),
+                       "controllers": controller_pods(profile), "configDigest": rollout_core.files_digest(slurm_files),
                        "reconfigureTimeout": RECONFIGURE_TIMEOUT},
                       indent=2, sort_keys=True) + "\n"
 

@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 
 from slurmk8s import naming
+from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Profile
 from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding, service_account
 from slurmk8s.render.topology import pool_segments
@@ -24,10 +25,9 @@ CHECK_DIR = "/etc/slurmk8s/upgrade-check"
 @lru_cache(maxsize=1)
 def check_programs() -> dict[str, str]:
     """The check, its API client, and slurmk8s's own version rule."""
-    base = resources.files("slurmk8s")
-    return {"kubeapi.py": base.joinpath("render/scripts/kubeapi.py").read_text("utf-8"),
-            "slurm_versions.py": base.joinpath("versions.py").read_text("utf-8"),
-            "upgrade_check.py": base.joinpath("render/scripts/upgrade_check.py").read_text("utf-8")}
+    return {"kubeapi.py": shipped("kubeapi.py"),
+            "slurm_versions.py": resources.files("slurmk8s").joinpath("versions.py").read_text("utf-8"),
+            "upgrade_check.py": shipped("upgrade_check.py")}
 
 
 def slurm_statefulsets(profile: Profile) -> list[str]:

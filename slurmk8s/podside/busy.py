@@ -7,7 +7,8 @@ selects busy pods, so `kubectl drain` (an eviction) waits until their jobs end; 
 
 It runs as SlurmUser with the controller's ServiceAccount, whose Role allows patching exactly the pool
 pods. It always exits 0: a failing PrologSlurmctld would requeue the job, and a missed label costs
-only the eviction guard, never a job. Standard library only; nodes.json maps node names to pods.
+only the eviction guard, never a job. Standard library only; nodes.json maps node names to pods, and
+kubeapi.py and nodestate.py beside it are the API client and the node-state reader.
 
 The prolog returns only once the job's resumed nodes registered: slurmctld starts a job on powered-up
 nodes when its PrologSlurmctld ends with the nodes ready, and otherwise only in a periodic pass that runs
@@ -17,14 +18,15 @@ Not `scontrol wait_job`: it waits for the job to leave CONFIGURING, which needs 
 
 import json
 import os
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+sys.path.insert(0, HERE)
+import kubeapi  # noqa: E402  (shipped beside this file)
+import nodestate  # noqa: E402  (shipped beside this file)
+
 LABEL = "slurmk8s.io/busy"
 POLL_S = 0.5  # first pause between the prolog's questions whether the resumed nodes registered
 POLL_MAX_S = 2.0  # the pause grows to this: many jobs waiting at once must not flood slurmctld
@@ -47,21 +49,8 @@ def pod_of(config, node):
 
 
 def label(pod, value):
-    host = os.environ.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
-    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    with open(os.path.join(SA_DIR, "token")) as fh:
-        token = fh.read().strip()
-    with open(os.path.join(SA_DIR, "namespace")) as fh:
-        namespace = fh.read().strip()
-    context = ssl.create_default_context(cafile=os.path.join(SA_DIR, "ca.crt"))
-    context.check_hostname = False  # reached by IP; the cluster CA pins who answers
-    body = json.dumps({"metadata": {"labels": {LABEL: value}}}).encode()
-    request = urllib.request.Request(f"https://{host}:{port}/api/v1/namespaces/{namespace}/pods/{pod}",
-                                     data=body, method="PATCH")
-    request.add_header("Authorization", f"Bearer {token}")
-    request.add_header("Content-Type", "application/merge-patch+json")
-    with urllib.request.urlopen(request, context=context, timeout=5):
-        pass
+    # One attempt, briefly: the prolog holds the job's start, and a missed label costs only the guard.
+    kubeapi.Api(attempts=1, timeout=5).label_pod(pod, LABEL, value)
 
 
 def still_held(node, job):
@@ -76,18 +65,16 @@ def scontrol(*args):
 
 
 def not_yet_up(nodes):
-    """The nodes slurmctld has yet to resume (POWERED_DOWN) or holds as powering up; empty once any
-    failed (DOWN: slurmctld requeues the job itself) or slurmctld did not answer."""
-    out = scontrol("show", "node", "--oneliner", ",".join(nodes))
+    """The nodes slurmctld has yet to resume (powered down, `~`), holds as powering up (`#`) or has not heard
+    from since (not responding, `*`: sinfo shows one suffix, and a resumed node is both until its slurmd
+    registers); empty once any failed (down: slurmctld requeues the job itself) or sinfo did not answer."""
+    out = subprocess.run(nodestate.command(nodes), capture_output=True, text=True, timeout=20)
     if out.returncode != 0:
         return []
-    states = {}
-    for line in out.stdout.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        states[fields.get("NodeName")] = fields.get("State", "").split("+")
-    if any("DOWN" in flags for flags in states.values()):
+    states = nodestate.parse(out.stdout)
+    if any(s.down for s in states.values()):
         return []
-    return [n for n, flags in states.items() if "POWERING_UP" in flags or "POWERED_DOWN" in flags]
+    return [n for n, s in states.items() if s.powering_up or s.powered_down or s.not_responding]
 
 
 def resume_timeout():

@@ -5,7 +5,7 @@ post-upgrade).
 First the in-place reconfigure: nudge the controller pods, wait until slurmctld's mounted Slurm files
 are the rendered ones (their digest, read by an exec in slurmctld), then `scontrol reconfigure`. Then
 the rollout, with the same driver as `slurmk8s rollout` (rollout_core.py next to this file is
-slurmk8s's render/rollout.py): drain each stale slurmd pod's node, wait for its jobs, delete the pod,
+slurmk8s's podside/rollout_core.py): drain each stale slurmd pod's node, wait for its jobs, delete the pod,
 wait for the new one, resume. It talks to the API with the Job's ServiceAccount token (get the pool
 StatefulSets and their pods, delete those pods; annotate and exec in the controller pods: nothing
 else) and to slurmctld as SlurmUser.
@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import rollout_core  # noqa: E402  (shipped beside this file)
-from kubeapi import Api, log  # noqa: E402  (shipped beside this file)
+from kubeapi import Api, ApiError, log  # noqa: E402  (shipped beside this file)
 
 ANNOTATION_CONFIG_SEEN = "slurmk8s.io/config-applied"  # actions/reconfigure.py's nudge
 
@@ -83,4 +83,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ApiError as e:
+        log(str(e))
+        sys.exit(1)

@@ -7,23 +7,23 @@ pod's ServiceAccount token. A StatefulSet removes its highest ordinals first, so
 only lowers replicas past nodes that are idle and powering down or powered down; a node
 Slurm suspends below a busy one keeps its pod until the nodes above it go.
 
-Standard library only; pools.json next to this file maps each pool to its StatefulSet, or,
-for a pool split over topology leaves, to its segments: node <pool>-<n> is pod n - offset of
-the segment whose range offset..offset+max-1 holds n.
+Standard library only; kubeapi.py and nodestate.py beside it are the API client and the node-state
+reader. pools.json next to this file maps each pool to its StatefulSet, or, for a pool split over
+topology leaves, to its segments: node <pool>-<n> is pod n - offset of the segment whose range
+offset..offset+max-1 holds n.
 """
 
 import json
 import os
-import re
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-DOWN_FLAGS = ("POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN")
+sys.path.insert(0, HERE)
+import kubeapi  # noqa: E402  (shipped beside this file)
+import nodestate  # noqa: E402  (shipped beside this file)
+
 # slurmctld ignores a resumed node's registration while the node's boot time is before the resume
 # request (waiting_for_node_boot: boot_time < boot_req_time, both whole seconds; slurmd -b reports
 # its own start, rounded down), and then marks the node down at ResumeTimeout, failing its job. A
@@ -42,41 +42,20 @@ def expand(hostlist):
     return out.stdout.split()
 
 
+def client():
+    return kubeapi.Api(attempts=5, timeout=20, say=log)
+
+
 def api(method, path, body=None):
-    # slurmctld may start the program with a bare environment: fall back to the API's cluster DNS name.
-    host = os.environ.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
-    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    with open(os.path.join(SA_DIR, "token")) as fh:
-        token = fh.read().strip()
-    context = ssl.create_default_context(cafile=os.path.join(SA_DIR, "ca.crt"))
-    context.check_hostname = False  # reached by IP or by name; the cluster CA pins who answers
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"https://{host}:{port}{path}", data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    request.add_header("Accept", "application/json")
-    if data is not None:
-        request.add_header("Content-Type", "application/merge-patch+json")
-    for attempt in range(5):
-        try:
-            with urllib.request.urlopen(request, context=context, timeout=20) as response:
-                return json.load(response)
-        except OSError as e:  # includes HTTPError: retry the transient ones
-            code = getattr(e, "code", None)
-            if code is not None and code < 500 and code != 429:
-                raise
-            log(f"{method} {path}: {e}; retrying")
-            time.sleep(1 + attempt)
-    raise SystemExit(f"{method} {path}: API unreachable")
+    """The answer to one call on a scale subresource; kubeapi.ApiError when refused, missing or unreachable."""
+    answer = client().call(method, path, body, kubeapi.MERGE_PATCH)
+    if answer is None:
+        raise kubeapi.ApiError(f"{method} {path}: 404 Not Found", 404)
+    return answer
 
 
 def scale_path(namespace, statefulset):
     return f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{statefulset}/scale"
-
-
-def own_namespace():
-    """The namespace this pod runs in (a kustomize overlay may have moved it from the rendered one)."""
-    with open(os.path.join(SA_DIR, "namespace")) as fh:
-        return fh.read().strip()
 
 
 def segments(config, pool):
@@ -101,16 +80,11 @@ def by_segment(config, nodes):
 
 
 def node_states(pool, offset, count):
+    """{node: NodeState} of nodes <pool>-offset .. <pool>-(offset+count-1); one sinfo does not list is missing."""
     first, last = offset, offset + count - 1
-    out = subprocess.run(["scontrol", "-o", "show", "node", f"{pool}-[{first}-{last}]" if count > 1 else f"{pool}-{first}"],
+    out = subprocess.run(nodestate.command(f"{pool}-[{first}-{last}]" if count > 1 else f"{pool}-{first}"),
                          capture_output=True, text=True)
-    states = {}
-    for line in out.stdout.splitlines():
-        name = re.search(r"NodeName=(\S+)", line)
-        state = re.search(r"State=(\S+)", line)
-        if name and state:
-            states[name.group(1)] = state.group(1)
-    return states
+    return nodestate.parse(out.stdout)
 
 
 def resume(config, nodes):
@@ -136,8 +110,8 @@ def suspend(config, nodes):
         # Shrink from the top only while the top node is idle and on its way down.
         while wanted > spec["min"]:
             top = wanted - 1
-            state = states.get(f"{pool}-{spec['offset'] + top}", "")
-            idle_down = any(flag in state for flag in DOWN_FLAGS) and "ALLOCATED" not in state and "MIXED" not in state
+            state = states.get(f"{pool}-{spec['offset'] + top}")
+            idle_down = state is not None and (state.powered_down or state.powering_down) and not state.holds_jobs
             if top in going or idle_down:
                 wanted -= 1
             else:
@@ -152,7 +126,7 @@ def main(argv):
         raise SystemExit("usage: power.py resume|suspend HOSTLIST")
     with open(os.path.join(HERE, "pools.json")) as fh:
         config = json.load(fh)
-    config["namespace"] = own_namespace()
+    config["namespace"] = client().namespace  # a kustomize overlay may have moved the pod from the rendered one
     nodes = expand(argv[2])
     (resume if argv[1] == "resume" else suspend)(config, nodes)
 

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import slurm_versions  # noqa: E402  (shipped beside this file)
-from kubeapi import Api, log  # noqa: E402  (shipped beside this file)
+from kubeapi import Api, ApiError, log  # noqa: E402  (shipped beside this file)
 
 ANNOTATION_SLURM_VERSION = "slurmk8s.io/slurm-version"
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet puts it in the pod's status: Argo CD shows it
@@ -49,4 +49,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ApiError as e:
+        log(f"upgrade check: {e}")
+        sys.exit(1)

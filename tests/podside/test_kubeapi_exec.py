@@ -1,20 +1,19 @@
-"""The hook Jobs' API client (render/scripts/kubeapi.py): its exec over a WebSocket, against a real TLS server
+"""The hook Jobs' API client (podside/kubeapi.py): its exec over a WebSocket, against a real TLS server
 that speaks Kubernetes' v4.channel.k8s.io framing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import ssl
-import subprocess
 import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
-KUBEAPI = Path(__file__).resolve().parents[2] / "slurmk8s" / "render" / "scripts" / "kubeapi.py"
+from apiserver import API_NAME, make_cert, service_account
+from slurmk8s.podside import kubeapi
 
 
 def frame(payload: bytes, opcode: int = 0x2) -> bytes:
@@ -29,10 +28,7 @@ class ExecServer:
     """Answers one exec upgrade with the given frames; keeps the request it got."""
 
     def __init__(self, tmp_path: Path, frames: list[bytes], status: str = "101 Switching Protocols"):
-        key, self.cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=api",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(self.cert)],
-                       check=True, capture_output=True, timeout=60)
+        self.cert, key = make_cert(tmp_path, [API_NAME])
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, key)
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -52,16 +48,9 @@ class ExecServer:
         self.thread.start()
 
 
-def client(server: ExecServer):
-    spec = importlib.util.spec_from_file_location("kubeapi_under_test", KUBEAPI)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    api = object.__new__(module.Api)  # without a pod's ServiceAccount directory
-    api.base, api.namespace = f"https://127.0.0.1:{server.port}", "slurm"
-    api.context = ssl.create_default_context(cafile=str(server.cert))
-    api.context.check_hostname = False
-    api.token = lambda: "hook-token"
-    return api
+def client(server: ExecServer, tmp_path: Path) -> kubeapi.Api:
+    sa = service_account(tmp_path / "sa", server.cert, token="hook-token")
+    return kubeapi.Api(sa_dir=str(sa), host="127.0.0.1", port=server.port)
 
 
 def test_exec_returns_stdout_across_frames_and_asks_for_the_command(tmp_path: Path) -> None:
@@ -70,7 +59,7 @@ def test_exec_returns_stdout_across_frames_and_asks_for_the_command(tmp_path: Pa
               frame(b"\x01  -\n"), frame(b"\x03" + json.dumps({"metadata": {}, "status": "Success"}).encode()),
               frame(b"", opcode=0x8)]
     server = ExecServer(tmp_path, frames)
-    out = client(server).exec("dev-controller-0", "slurmctld", ["/bin/sh", "-c", "cat /mnt/slurm-config/* | sha256sum"])
+    out = client(server, tmp_path).exec("dev-controller-0", "slurmctld", ["/bin/sh", "-c", "cat /mnt/slurm-config/* | sha256sum"])
     assert out == "abc" + long_line.decode() + "  -\n"
     head = server.request.decode()
     path = head.split(" ")[1]
@@ -85,10 +74,10 @@ def test_a_failed_command_raises_with_the_api_servers_message(tmp_path: Path) ->
     status = {"status": "Failure", "reason": "NonZeroExitCode", "message": "command terminated with non-zero exit code"}
     server = ExecServer(tmp_path, [frame(b"\x03" + json.dumps(status).encode()), frame(b"", opcode=0x8)])
     with pytest.raises(OSError, match="exec in dev-controller-0: command terminated with non-zero exit code"):
-        client(server).exec("dev-controller-0", "slurmctld", ["false"])
+        client(server, tmp_path).exec("dev-controller-0", "slurmctld", ["false"])
 
 
 def test_a_refused_upgrade_raises(tmp_path: Path) -> None:
     server = ExecServer(tmp_path, [], status="403 Forbidden")
     with pytest.raises(OSError, match="exec in dev-controller-0: HTTP/1.1 403 Forbidden"):
-        client(server).exec("dev-controller-0", "slurmctld", ["true"])
+        client(server, tmp_path).exec("dev-controller-0", "slurmctld", ["true"])

@@ -1,6 +1,6 @@
 """The GitOps Job's program: wait for slurmdbd, then apply the tree in $SLURMK8S_ACCOUNTS with sacctmgr.
 
-Not a module on its own: the Job runs slurmk8s/render/sacctmgr.py's source followed by this file's
+Not a module on its own: the Job runs slurmk8s/podside/sacctmgr.py's source followed by this file's
 (render.accounts.accounts_program), so Tree, apply_tree, tree_from_json and AccountsError come
 from there. Standard library only; it runs in the controller image.
 """

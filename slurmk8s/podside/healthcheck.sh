@@ -64,28 +64,29 @@ run_check() {  # NAME FUNCTION: a pool's own check, in a subshell so it cannot c
 }
 
 # Prints yes or no: is this pod's Kubernetes node cordoned (spec.unschedulable)? Nothing when it cannot
-# tell. slurmd's own environment holds the node's name (downward API) and the API's address.
+# tell. slurmd's own environment holds the node's name (downward API) and the API's address. The API
+# client is the pods' one (kubeapi.py, in KUBE_DIR beside the token and the CA): it verifies the API
+# server's certificate for kubernetes.default.svc.
 kube_cordoned() {
   pid=$(pgrep -o -x slurmd 2>/dev/null) || pid=1
   python3 - "/proc/$pid/environ" "$KUBE_DIR" "$KUBE_NODE_ENV" <<'EOF'
-import json, ssl, sys, urllib.parse, urllib.request
+import sys, urllib.parse
 environ, kube, node_env = sys.argv[1:4]
+sys.path.insert(0, kube)
 try:
+    import kubeapi
     with open(environ, "rb") as fh:
         env = dict(kv.split("=", 1) for kv in fh.read().decode("utf-8", "replace").split("\0") if "=" in kv)
-    node, host = env.get(node_env), env.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
+    node = env.get(node_env)
     if not node:
         sys.exit(f"slurmk8s-health: cordon check: {node_env} is not in slurmd's environment")
-    host = f"[{host}]" if ":" in host else host
-    with open(f"{kube}/token") as fh:
-        token = fh.read().strip()
-    context = ssl.create_default_context(cafile=f"{kube}/ca.crt")
-    context.check_hostname = False  # reached by IP; the cluster CA pins who answers
-    url = f"https://{host}:{env.get('KUBERNETES_SERVICE_PORT', '443')}/api/v1/nodes/{urllib.parse.quote(node)}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-    with urllib.request.urlopen(request, context=context, timeout=10) as response:
-        spec = json.load(response).get("spec") or {}
-except (OSError, ValueError) as e:
+    api = kubeapi.Api(sa_dir=kube, host=env.get("KUBERNETES_SERVICE_HOST"), port=env.get("KUBERNETES_SERVICE_PORT"),
+                      timeout=10, attempts=1, say=lambda line: None)
+    found = api.get(f"/api/v1/nodes/{urllib.parse.quote(node)}")
+    if found is None:
+        sys.exit(f"slurmk8s-health: cordon check: node {node} not found")
+    spec = found.get("spec") or {}
+except (ImportError, OSError, ValueError) as e:
     sys.exit(f"slurmk8s-health: cordon check: {e}")
 print("yes" if spec.get("unschedulable") else "no")
 EOF
@@ -100,16 +101,18 @@ fi
 cordoned=""
 [ "$CORDON_ON" != 1 ] || cordoned=$(kube_cordoned)
 
-# Slurm's view of this node: its state, and the reason it was drained with.
-state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -n 1)
-reason=$(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1)
+# Slurm's view of this node, in the one format of podside/nodestate.py: its state (long form, lowercased,
+# with sinfo's flag suffixes) and the reason it was drained with.
+line=$(sinfo --noheader --Node --nodes="$node" --format='%N|%T|%E' 2>/dev/null | head -n 1)
+state=$(printf '%s\n' "$line" | cut -d '|' -f 2 | tr '[:upper:]' '[:lower:]')
+reason=$(printf '%s\n' "$line" | cut -d '|' -f 3-)
 # Whose drain is it: a failing check's (ours), a cordon's, or someone else's (left alone).
 ours=no
 case "$reason" in "$PREFIX"*) ours=yes ;; esac
 cordon_drain=no
 [ "$reason" != "$CORDON_REASON" ] || cordon_drain=yes
 drained=no
-case "$state" in drain*|drng*) drained=yes ;; esac
+case "$state" in drain*) drained=yes ;; esac  # drained, draining
 others=no
 [ "$drained" = no ] || [ "$ours" = yes ] || [ "$cordon_drain" = yes ] || others=yes
 

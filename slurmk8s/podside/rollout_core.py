@@ -12,7 +12,7 @@ It also holds the in-place reconfigure both runners share: wait until slurmctld'
 are the applied ones, then `scontrol reconfigure` (no pod restarts; docs/day2.md).
 
 Two runners drive it: `slurmk8s rollout` / `up` (actions/rollout.py, through the API and an exec in
-slurmctld) and the GitOps hook Job (render/scripts/rollout.py, from inside the cluster). This module
+slurmctld) and the GitOps hook Job (podside/rollout.py, from inside the cluster). This module
 is standard library only and imports nothing of slurmk8s, so the hook's ConfigMap ships this very file;
 every effect (API, Slurm, clock) is passed in.
 """
@@ -22,6 +22,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+if __package__:  # imported by the CLI, as slurmk8s.podside.rollout_core
+    from . import nodestate
+else:  # a file of the hook's ConfigMap directory, beside nodestate.py
+    import nodestate  # type: ignore[no-redef]
 
 REVISION_LABEL = "controller-revision-hash"
 POOL_LABEL = "slurmk8s.io/pool"
@@ -36,10 +41,6 @@ WORKER = "worker"
 ON_DELETE = "OnDelete"
 # The drain reason marks drains a rollout made: only those it resumes (an administrator's drain stays).
 DRAIN_REASON = "slurmk8s rollout"
-# Node states (sinfo %T, lowercase) of a registered, responding slurmd, once the flags that do not say
-# otherwise ('$' '@' '^' '-' maintenance, reboot, planned) are stripped; '*' (not responding) and the power
-# flags ('~' '#' '%' '!') stay, so such a state is not registered (kube/wait.py's rule).
-REGISTERED = {"idle", "allocated", "mixed", "completing", "planned", "reserved", "draining", "drained", "blocked"}
 # squeue states that still hold a node.
 HOLDING_STATES = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING,STOPPED"
 
@@ -158,30 +159,6 @@ def batches(replacements: list[Replacement], size: int) -> list[list[Replacement
     return [replacements[i:i + size] for i in range(0, len(replacements), size)]
 
 
-def parse_node_states(text: str) -> dict[str, tuple[str, str]]:
-    """`sinfo --noheader --Node --format=%N|%T|%E` -> {node: (state, reason)}, the state lowercase with its flags."""
-    out = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|", 2)
-        if len(parts) >= 2 and parts[0]:
-            out[parts[0]] = (parts[1].strip().lower(), parts[2].strip() if len(parts) > 2 else "")
-    return out
-
-
-def registered(state: str) -> bool:
-    """A registered, responding slurmd."""
-    return state.rstrip("$@^-") in REGISTERED
-
-
-def may_run_jobs(state: str) -> bool:
-    """Neither down nor powered off: the node may hold jobs, so it is drained before its pod goes."""
-    return bool(state) and not state.startswith("down") and not any(flag in state for flag in "~%")
-
-
-def node_states_command(nodes: list[str]) -> list[str]:
-    return ["sinfo", "--noheader", "--Node", f"--nodes={','.join(nodes)}", "--format=%N|%T|%E"]
-
-
 def jobs_command(node: str) -> list[str]:
     return ["squeue", "--noheader", f"--nodelist={node}", f"--states={HOLDING_STATES}", "--format=%i"]
 
@@ -236,11 +213,11 @@ def run_rollout(effects: Effects, settings: Settings, pool: str | None = None) -
 
 def _replace_batch(effects: Effects, settings: Settings, batch: list[Replacement], outcome: Outcome) -> None:
     nodes = [r.node for r in batch]
-    states = parse_node_states(effects.slurm(node_states_command(nodes)))
+    states = nodestate.parse(effects.slurm(nodestate.command(nodes)))
     # A node that is down or powered off holds no job and is replaced at once; an administrator's drain
     # (another reason) is left as it is, and not resumed afterwards.
-    live = [n for n in nodes if may_run_jobs(states.get(n, ("", ""))[0])]
-    ours = [n for n in live if "drain" not in states[n][0] or states[n][1] == DRAIN_REASON]
+    live = [n for n in nodes if n in states and states[n].may_run_jobs]
+    ours = [n for n in live if not states[n].drained or states[n].reason == DRAIN_REASON]
     for node in ours:
         effects.slurm(drain_command(node))
     if live:
@@ -316,9 +293,9 @@ def _not_back(effects: Effects, batch: list[Replacement]) -> list[str]:
             out.append(f"{r.pod} not Ready")
     if out:
         return out
-    states = parse_node_states(effects.slurm(node_states_command([r.node for r in batch])))
-    return [f"node {r.node} not registered ({states.get(r.node, ('not listed', ''))[0]})" for r in batch
-            if (r.daemonset or r.pod in pods) and not registered(states.get(r.node, ("", ""))[0])]
+    states = nodestate.parse(effects.slurm(nodestate.command([r.node for r in batch])))
+    return [f"node {r.node} not registered ({states[r.node].text if r.node in states else 'not listed'})"
+            for r in batch if (r.daemonset or r.pod in pods) and not (r.node in states and states[r.node].registered)]
 
 
 def pods_waiting(statefulsets: list[Obj], pods: list[Obj]) -> int:

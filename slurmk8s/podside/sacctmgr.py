@@ -3,7 +3,7 @@
 One applier for every path: `slurmk8s up` and `slurmk8s accounts apply` run it in-process over
 `kubectl exec` into slurmctld, the lab over its own exec, and the GitOps Job (Argo CD PostSync
 hook, Helm post-install/post-upgrade hook) runs this very source with `python3` in the controller
-image, followed by render/scripts/accounts_job.py (which runs sacctmgr). So this module is pure (the
+image, followed by podside/accounts_job.py (which runs sacctmgr). So this module is pure (the
 caller's `run` does every sacctmgr call), standard library only, and imports nothing of slurmk8s
 (tests/render/test_accounts_job.py checks); slurmk8s.render.accounts builds the desired tree from a profile.
 Reference: https://slurm.schedmd.com/sacctmgr.html
