@@ -11,7 +11,7 @@ from slurmk8s.render.k8s import (
     accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
     restapi, security, sidebyside, upgradecheck, volumes, workers,
 )
-from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is render/rollout.py, the driver
+from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is podside/rollout.py, the hook
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
 from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings, slurmd_start_files
