@@ -116,6 +116,14 @@ def test_missing_secrets_get_strong_fresh_material(stub, up):
     assert host_key.startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----\n")
 
 
+def test_created_secrets_are_immutable(stub, up):
+    """Rotation is by replacement (delete, then up), so the API server may refuse every edit of the data."""
+    up(GPU_IB)
+    assert {r.body["metadata"]["name"]: r.body.get("immutable") for r in stub.calls("POST", "/secrets")} == {
+        "research-auth-key": True, "research-db-password": True, "research-jwt-key": True,
+        "research-ssh-host-keys": True}
+
+
 def test_an_existing_secret_is_never_written(stub, up):
     stub.seed("/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": "slurm"}})
     old = {"kind": "Secret", "metadata": {"name": "dev-auth-key", "namespace": "slurm"},
