@@ -353,13 +353,14 @@ def sack_client_mounts(profile: Profile) -> list[Obj]:
     return [{"name": SACK_VOLUME, "mountPath": SACK_DIR}] if profile.auth == "slurm" else []
 
 
-def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = False) -> list[Obj]:
+def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
     """sackd as a native sidecar (auth/slurm), for a pod whose Slurm clients run beside no daemon.
 
     A client under auth/slurm never signs with the key itself: it asks a sack socket, which only
     slurmctld, slurmd, slurmdbd or sackd serve (found on kind: "failed to connect to any sack sockets").
     The sidecar's startup probe holds the main containers until the socket exists. It runs as
-    SlurmUser (who owns the key) unless as_root: the login pod's runs as root, as it always has.
+    SlurmUser, who owns the key, with no capabilities: sackd warns when it runs as anyone else, and it
+    binds its socket with umask 0, so every user of the pod (login's ssh users too) reaches it.
     Its image is the login image, the one that carries sackd (the controller's has none: found on kind).
     """
     if profile.auth != "slurm":
@@ -374,7 +375,6 @@ def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = F
                          "failureThreshold": 30},
         "volumeMounts": mounts_config(profile, init=False, config=config) + sack_client_mounts(profile),
         "resources": small_resources(),
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False} if as_root else
-        {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
-         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }]
