@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from slurmk8s.errors import ProfileError
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
 from slurmk8s.render.k8s.security import accepted_findings
@@ -89,3 +90,33 @@ def test_login_sackd_runs_as_slurm_user_without_capabilities() -> None:
 def test_login_accepts_no_privilege_escalation_or_default_capability_finding() -> None:
     findings = accepted_findings(bundle_of(BASE).find("StatefulSet", "demo-login"))
     assert not {"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_37"} & set(findings)
+
+
+def pool_pod(text: str) -> dict:
+    return bundle_of(text).find("StatefulSet", "demo-cpu")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(("text", "tmp", "storage"), [
+    (BASE, "10Gi", "12Gi"),
+    (BASE.replace("memory: 2Gi}", "memory: 2Gi, tmpSize: 500Gi}"), "500Gi", "502Gi"),
+    (BASE.replace("memory: 2Gi}", "memory: 2Gi, tmpSize: 1500M}"), "1500M", "3478Mi"),
+], ids=["default", "500Gi", "decimal"])
+def test_jobs_tmp_is_a_sized_emptydir_and_slurmd_reserves_its_disk(text: str, tmp: str, storage: str) -> None:
+    pod = pool_pod(text)
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": tmp}} in pod["volumes"]
+    slurmd = pod["containers"][0]
+    assert {"name": "tmp", "mountPath": "/tmp"} in slurmd["volumeMounts"]
+    assert slurmd["resources"]["requests"]["ephemeral-storage"] == storage
+    assert slurmd["resources"]["limits"]["ephemeral-storage"] == storage
+    init = pod["initContainers"][0]
+    assert {"name": "tmp", "mountPath": "/tmp"} in init["volumeMounts"]
+    assert "chmod 1777 /tmp\n" in init["command"][-1]  # sticky, as /tmp must be
+
+
+def test_dev_shm_is_bounded_to_half_the_pods_memory() -> None:
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in pool_pod(BASE)["volumes"]
+
+
+def test_tmp_size_must_be_a_quantity() -> None:
+    with pytest.raises(ProfileError, match=r"spec\.pools\[0\]\.tmpSize"):
+        load_profile(BASE.replace("memory: 2Gi}", "memory: 2Gi, tmpSize: lots}").encode())
