@@ -120,3 +120,13 @@ def test_dev_shm_is_bounded_to_half_the_pods_memory() -> None:
 def test_tmp_size_must_be_a_quantity() -> None:
     with pytest.raises(ProfileError, match=r"spec\.pools\[0\]\.tmpSize"):
         load_profile(BASE.replace("memory: 2Gi}", "memory: 2Gi, tmpSize: lots}").encode())
+
+
+def test_slurmrestd_gets_no_slurm_key() -> None:
+    """A client under auth/slurm (it sends users' JWTs), uid 65534: the key could only leak from its pod."""
+    pod = bundle_of(BASE.replace("spec:\n", "spec:\n  restapi: {enabled: true}\n")).find(
+        "Deployment", "demo-restapi")["spec"]["template"]["spec"]
+    assert "auth-key" not in [v["name"] for v in pod["volumes"]]
+    init = pod["initContainers"][0]
+    assert "auth-key" not in [m["name"] for m in init["volumeMounts"]]
+    assert "slurm.key" not in init["command"][-1]

@@ -75,8 +75,8 @@ CONFIG_COPY, CONFIG_LIVE, CONFIG_FETCHED = "copy", "live", "fetched"
 SLURM_FILE_NAMES = ("cgroup.conf", "gres.conf", "slurm.conf", "topology.conf", "topology.yaml")
 
 
-def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
-    """Volumes every Slurm pod has: the rendered config (unless fetched), the auth key and /etc/slurm."""
+def volume_config(profile: Profile, config: str = CONFIG_COPY, key: bool = True) -> list[Obj]:
+    """Volumes every Slurm pod has: the rendered config (unless fetched), the auth key (unless not key) and /etc/slurm."""
     vols = [
         {"name": "slurm-config", "configMap": {"name": naming.config_map(profile.name), "defaultMode": 0o444}},
         {"name": "auth-key", "secret": {"secretName": naming.auth_secret(profile.name), "defaultMode": 0o400,
@@ -85,21 +85,23 @@ def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
     ]
     if config == CONFIG_FETCHED and not needs_config_source(profile):
         vols = vols[1:]
+    if not key:
+        vols = [v for v in vols if v["name"] != "auth-key"]
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
     return vols + identity_volumes(profile)
 
 
-def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY) -> list[Obj]:
-    """Mounts for the config init container (init=True) or a daemon/client container."""
+def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY, key: bool = True) -> list[Obj]:
+    """Mounts for the config init container (init=True; the auth key's source unless not key) or a daemon/client container."""
     # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
     mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
     if (init and (config != CONFIG_FETCHED or needs_config_source(profile))) or config == CONFIG_LIVE:
         # Live: the daemon reads the kubelet's current copy through the links in /etc/slurm.
         mounts.append({"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True})
     if init:
-        mounts += [{"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
+        mounts += [{"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}] if key else []
         if profile.auth == "munge":
             mounts += [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR},
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
@@ -124,8 +126,8 @@ def needs_config_source(profile: Profile) -> bool:
     return bool(init_scripts(profile) or extra_files(profile))
 
 
-def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CONFIG_COPY) -> str:
-    """Shell run by the init container: copy or link config, install the key with the modes Slurm demands."""
+def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CONFIG_COPY, key: bool = True) -> str:
+    """Shell run by the init container: copy or link config, install the key (unless not key) with the modes Slurm demands."""
     # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
     lines = ["set -eu", f"chmod 0755 {ETC_SLURM}"]
     if config == CONFIG_COPY:
@@ -143,7 +145,8 @@ def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CON
         lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
-        lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
+        if key:
+            lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
     else:
         # munged (run as root here) wants its key and directories owned by itself, closed to others.
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
@@ -178,16 +181,17 @@ def follow_namespace_script(profile: Profile, resolv_conf: str = RESOLV_CONF) ->
 
 
 def init_config_container(profile: Profile, image: str, extra_script: Sequence[str] = (),
-                          extra_mounts: Sequence[Obj] = (), env: Sequence[Obj] = (), config: str = CONFIG_COPY) -> Obj:
-    """The `init-config` container every Slurm pod starts with."""
+                          extra_mounts: Sequence[Obj] = (), env: Sequence[Obj] = (), config: str = CONFIG_COPY,
+                          key: bool = True) -> Obj:
+    """The `init-config` container every Slurm pod starts with (key=False: one that installs no slurm.key)."""
     c: Obj = {
         "name": "init-config",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script), config)],
+        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script), config, key)],
     }
     c["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}] + list(env)
-    c["volumeMounts"] = mounts_config(profile, init=True, config=config) + list(extra_mounts)
+    c["volumeMounts"] = mounts_config(profile, init=True, config=config, key=key) + list(extra_mounts)
     c["resources"] = small_resources()
     c["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}}
