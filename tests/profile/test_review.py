@@ -9,6 +9,7 @@ import pytest
 
 from slurmk8s import cli
 from slurmk8s.profile import load_profile
+from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.review import image_tag_problem, security_warnings
 
 from tests.conftest import EXAMPLE_PROFILES
@@ -109,7 +110,6 @@ def test_a_clean_profile_passes_strict(slurmk8s, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("profile", EXAMPLE_PROFILES, ids=[p.stem for p in EXAMPLE_PROFILES])
 def test_the_example_profiles_have_no_warning(profile: Path) -> None:
-    from slurmk8s.profile.files import read_profile
     assert security_warnings(read_profile(profile)) == []
 
 
