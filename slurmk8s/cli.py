@@ -82,12 +82,21 @@ def schema() -> None:
 
 
 @app.command()
-def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML).")) -> None:
+def validate(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+             strict: bool = typer.Option(False, "--strict",
+                                         help="Warnings (docs/security.md) are errors: exit 2 when there is one.")) -> None:
     """Check a profile against the schema, the cross-field rules and what the API server would refuse."""
+    from slurmk8s.errors import ProfileError
     from slurmk8s.profile.files import read_profile
+    from slurmk8s.profile.review import security_warnings
     from slurmk8s.render import render
     p = read_profile(profile)
     render(p)  # the bundle's own checks (names, the API server's rules: render/apirules.py), as render runs them
+    warnings = security_warnings(p)
+    if strict and warnings:
+        raise ProfileError(p.source, warnings)
+    for warning in warnings:
+        typer.echo(f"warning: {warning.format(p.source)}", err=True)
     typer.echo(f"{profile}: ok (cluster {p.name}, Slurm {p.version}, {len(p.pools)} pool(s), "
                f"{sum(x.max_replicas for x in p.pools)} node(s))")
 

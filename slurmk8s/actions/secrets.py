@@ -22,6 +22,9 @@ def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]
             "metadata": {"name": required.name, "namespace": bundle.namespace,
                          "labels": naming.object_labels(bundle.cluster, required.component)},
             "type": "Opaque",
+            # Rotation is by replacement (delete, then `up`), never by an edit: the API server refuses
+            # any change to the data, so a key cannot be swapped under running pods.
+            "immutable": True,
             "data": {required.key: material},
         }
     return build_secret

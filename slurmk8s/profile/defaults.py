@@ -53,6 +53,7 @@ DEFAULTS: dict[str, object] = {
     "spec.volumes[].claim.accessMode": "ReadWriteMany",
     "spec.restapi.enabled": False,
     "spec.restapi.replicas": 1,
+    "spec.pools[].tmpSize": "10Gi",
     "spec.pools[].gpus.resource": "nvidia.com/gpu",
     "spec.pools[].gpus.onePodPerNode": True,
     "spec.pools[].rdma.count": 1,

@@ -69,6 +69,7 @@ class Pool:
     features: tuple[str, ...]
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[tuple[tuple[str, object], ...], ...]
+    tmp_size: str  # spec.pools[].tmpSize: the jobs' /tmp
     keda: Keda | None = None
 
     @property
@@ -109,6 +110,7 @@ def load_pool(raw: dict) -> Pool:
         tolerations=tuple(tuple(sorted(t.items())) for t in raw.get("tolerations", [])),
         keda=Keda(raw["keda"]["serverAddress"], raw["keda"]["query"], raw["keda"]["threshold"],
                   raw["keda"].get("pollingInterval", default("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
+        tmp_size=str(raw.get("tmpSize", default("spec.pools[].tmpSize"))),
     )
 
 

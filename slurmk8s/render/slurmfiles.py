@@ -132,6 +132,13 @@ def observe_settings(profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+def disable_root_jobs(profile: Profile) -> bool:
+    """Whether slurm.conf refuses root's jobs: when spec.identity declares users, unless spec.slurm.config says."""
+    # Without declared users root is the only account (the quickstart submits as root), so it keeps its jobs.
+    declared = profile.identity is not None and bool(profile.identity.users)
+    return declared and not any(key.lower() == "disablerootjobs" for key, _ in profile.slurm_config)
+
+
 def render_slurm_conf(profile: Profile) -> str:
     """slurm.conf: controllers, auth, plugins, accounting, every node of every pool, partitions."""
     nodes = [
@@ -168,6 +175,7 @@ def render_slurm_conf(profile: Profile) -> str:
         version=profile.version,
         controllers=naming.controller_hosts(profile.name, profile.controller_replicas),
         srun_port_range=profile.srun_port_range,
+        disable_root_jobs=disable_root_jobs(profile),
         auth_type=auth,
         cred_type=auth.replace("auth/", "cred/"),
         auth_extra=auth_lines(profile),

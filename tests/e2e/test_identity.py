@@ -84,8 +84,9 @@ class TestDeclaredUser:
             output = wait_for("the job's output on login",
                               lambda: ssh(port, ada_key, "ada", "cat ~/job.out 2>/dev/null || true").stdout.split(),
                               deadline_s=60, every_s=2)
+            # As ada: root in the sshd container holds no DAC_OVERRIDE, so it cannot enter her 0700 home.
+            owner = ssh(port, ada_key, "ada", "stat -c %U ~/job.out").stdout.strip()
         assert output == ["ada", "2001", "ident-cpu-0"], output
-        owner = ident.exec(LOGIN, CONTAINER, "stat", "-c", "%U", "/home/ada/job.out").stdout.strip()
         assert owner == "ada"
         user = ident.exec(LOGIN, CONTAINER, "sacct", "-j", job, "-X", "-n", "-P", "-o", "User,State").stdout.strip()
         assert user == "ada|COMPLETED"

@@ -224,7 +224,7 @@ def gpu_less_research(profile: dict) -> None:
     spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
     spec.pop("volumes", None)  # its /home claim asks for an RWX class kind lacks
     spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
-    spec["login"] = {"replicas": 1, "authorizedKeys": spec["login"]["authorizedKeys"]}
+    spec["login"] = {"replicas": 1}
     spec["metrics"]["monitor"] = "none"
     for pool in spec["pools"]:
         for key in ("gpus", "rdma", "keda", "nodeSelector", "tolerations", "healthChecks"):

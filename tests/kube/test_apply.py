@@ -116,6 +116,14 @@ def test_missing_secrets_get_strong_fresh_material(stub, up):
     assert host_key.startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----\n")
 
 
+def test_created_secrets_are_immutable(stub, up):
+    """Rotation is by replacement (delete, then up), so the API server may refuse every edit of the data."""
+    up(GPU_IB)
+    assert {r.body["metadata"]["name"]: r.body.get("immutable") for r in stub.calls("POST", "/secrets")} == {
+        "research-auth-key": True, "research-db-password": True, "research-jwt-key": True,
+        "research-ssh-host-keys": True}
+
+
 def test_an_existing_secret_is_never_written(stub, up):
     stub.seed("/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": "slurm"}})
     old = {"kind": "Secret", "metadata": {"name": "dev-auth-key", "namespace": "slurm"},
@@ -124,8 +132,9 @@ def test_an_existing_secret_is_never_written(stub, up):
     plan, _ = up(KIND_DEV)
     up(KIND_DEV)
     assert not writes_to(stub, "/secrets/dev-auth-key")
-    assert [r.body["metadata"]["name"] for r in stub.calls("POST", "/secrets")] == ["dev-db-password",
-                                                                                    "dev-ssh-host-keys"]
+    # Sorted: the Secrets are created concurrently (the host key is now as quick to make as the password).
+    assert sorted(r.body["metadata"]["name"] for r in stub.calls("POST", "/secrets")) == ["dev-db-password",
+                                                                                          "dev-ssh-host-keys"]
     assert stub.get(f"{NS}/secrets", "dev-auth-key")["data"] == old["data"]
     assert [c.action for c in plan.changes if c.ref == "Secret/dev-auth-key"] == ["kept"]
 

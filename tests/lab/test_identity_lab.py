@@ -90,8 +90,9 @@ def test_a_users_job_runs_as_the_user_writes_home_and_sacct_names_the_user(lab):
     assert wait_for(f"job {job} to complete", state, until=lambda s: s.endswith(("COMPLETED", "FAILED", "CANCELLED")),
                     deadline_s=120, every_s=0.5) == f"{ADA}|COMPLETED"
     # written by slurmstepd on the node, read on login: one /home
-    assert sh(lab, "cat", f"/home/{ADA}/job.out").split() == [ADA, "61201", NODE]
-    assert sh(lab, "stat", "-c", "%U", f"/home/{ADA}/job.out").strip() == ADA
+    # As the user: root in the sshd container holds no DAC_OVERRIDE, so it cannot enter a 0700 home.
+    assert sh(lab, "runuser", "-u", ADA, "--", "cat", f"/home/{ADA}/job.out").split() == [ADA, "61201", NODE]
+    assert sh(lab, "runuser", "-u", ADA, "--", "stat", "-c", "%U", f"/home/{ADA}/job.out").strip() == ADA
 
 
 def test_job_users_cannot_write_where_root_reads(lab):

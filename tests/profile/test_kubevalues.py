@@ -177,7 +177,7 @@ def test_schema_and_cross_field_errors_come_in_one_pass(tmp_path: Path) -> None:
         "7:7: spec.pools[0]: missing required field 'cpus'",
         "8:17: spec.pools[0].replicas: 9 is greater than maxReplicas 4",
         "9:7: spec.pools[0].cpu: unknown field (allowed: cpus, features, gpus, healthChecks, keda, maxReplicas, memory, "
-        "minReplicas, name, nodeSelector, rdma, replicas, tolerations)",
+        "minReplicas, name, nodeSelector, rdma, replicas, tmpSize, tolerations)",
     ]
 
 

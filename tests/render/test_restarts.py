@@ -160,7 +160,7 @@ FIELD_CHANGES = [
                                                        _pool(s, "cpu").update(maxReplicas=5)),
      {"StatefulSet/topo-cpu-subblock-a2", "StatefulSet/topo-cpu-subblock-b1"}),
     # What pods read only at start, or their pod spec: meant to restart, and only those pods.
-    ("ssh-keys", GPU_IB, lambda s: s["login"]["authorizedKeys"].append(
+    ("ssh-keys", GPU_IB, lambda s: s["login"].setdefault("authorizedKeys", []).append(
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYZ ops@example.org"), {R + "login"}),
     ("gpu-type", GPU_IB, lambda s: _pool(s, "a100")["gpus"].update(type="a100x"), GPU_POOLS),  # gres.conf
     ("tolerations", GPU_IB, lambda s: _pool(s, "a100").update(tolerations=[{"key": "x", "operator": "Exists"}]),

@@ -77,8 +77,8 @@ CONFIG_COPY, CONFIG_LIVE, CONFIG_FETCHED = "copy", "live", "fetched"
 SLURM_FILE_NAMES = ("cgroup.conf", "gres.conf", "slurm.conf", "topology.conf", "topology.yaml")
 
 
-def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
-    """Volumes every Slurm pod has: the rendered config (unless fetched), the auth key and /etc/slurm."""
+def volume_config(profile: Profile, config: str = CONFIG_COPY, key: bool = True) -> list[Obj]:
+    """Volumes every Slurm pod has: the rendered config (unless fetched), the auth key (unless not key) and /etc/slurm."""
     vols = [
         {"name": "slurm-config", "configMap": {"name": naming.config_map(profile.name), "defaultMode": 0o444}},
         {"name": "auth-key", "secret": {"secretName": naming.auth_secret(profile.name), "defaultMode": 0o400,
@@ -87,22 +87,25 @@ def volume_config(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
     ]
     if config == CONFIG_FETCHED and not needs_config_source(profile):
         vols = vols[1:]
+    if not key:
+        vols = [v for v in vols if v["name"] != "auth-key"]
     if profile.auth == "munge":
         vols += [{"name": "munge-socket", "emptyDir": {"sizeLimit": "1Mi"}},
                  {"name": "munge-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
     return vols + identity_volumes(profile)
 
 
-def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY, users: str = SNAPSHOT) -> list[Obj]:
-    """Mounts for the config init container (init=True) or a daemon/client container (users: identity.SNAPSHOT
-    or identity.LIVE_USERS, whether its declared users follow changes)."""
+def mounts_config(profile: Profile, init: bool, config: str = CONFIG_COPY, users: str = SNAPSHOT,
+                  key: bool = True) -> list[Obj]:
+    """Mounts for the config init container (init=True; the auth key's source unless not key) or a daemon/client
+    container (users: identity.SNAPSHOT or identity.LIVE_USERS, whether its declared users follow changes)."""
     # Only init-config writes /etc/slurm: read-only after it, so no job can leave a file root reads there.
     mounts = [{"name": "etc-slurm", "mountPath": ETC_SLURM, **({} if init else {"readOnly": True})}]
     if (init and (config != CONFIG_FETCHED or needs_config_source(profile))) or config == CONFIG_LIVE:
         # Live: the daemon reads the kubelet's current copy through the links in /etc/slurm.
         mounts.append({"name": "slurm-config", "mountPath": CONFIG_SOURCE, "readOnly": True})
     if init:
-        mounts += [{"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}]
+        mounts += [{"name": "auth-key", "mountPath": AUTH_SOURCE, "readOnly": True}] if key else []
         if profile.auth == "munge":
             mounts += [{"name": "munge-key", "mountPath": MUNGE_KEY_DIR},
                        {"name": "munge-socket", "mountPath": MUNGE_SOCKET_DIR}]
@@ -127,8 +130,8 @@ def needs_config_source(profile: Profile) -> bool:
     return bool(init_scripts(profile) or extra_files(profile))
 
 
-def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CONFIG_COPY) -> str:
-    """Shell run by the init container: copy or link config, install the key with the modes Slurm demands."""
+def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CONFIG_COPY, key: bool = True) -> str:
+    """Shell run by the init container: copy or link config, install the key (unless not key) with the modes Slurm demands."""
     # chmod: the kubelet makes an emptyDir 0777 (a job user could add plugstack.conf there otherwise).
     lines = ["set -eu", f"chmod 0755 {ETC_SLURM}"]
     if config == CONFIG_COPY:
@@ -146,7 +149,8 @@ def config_script(profile: Profile, extra: Sequence[str] = (), config: str = CON
         lines.append(f"install -m 0755 {CONFIG_SOURCE}/{script} {ETC_SLURM}/{script}")
     if profile.auth == "slurm":
         # auth/slurm refuses a key readable by others; SlurmUser must read it.
-        lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
+        if key:
+            lines.append(f"install -m 0600 -o slurm -g slurm {AUTH_SOURCE}/slurm.key {ETC_SLURM}/slurm.key")
     else:
         # munged (run as root here) wants its key and directories owned by itself, closed to others.
         lines += [f"install -m 0400 {AUTH_SOURCE}/munge.key {MUNGE_KEY_DIR}/munge.key",
@@ -181,16 +185,17 @@ def follow_namespace_script(profile: Profile, resolv_conf: str = RESOLV_CONF) ->
 
 
 def init_config_container(profile: Profile, image: str, extra_script: Sequence[str] = (),
-                          extra_mounts: Sequence[Obj] = (), env: Sequence[Obj] = (), config: str = CONFIG_COPY) -> Obj:
-    """The `init-config` container every Slurm pod starts with."""
+                          extra_mounts: Sequence[Obj] = (), env: Sequence[Obj] = (), config: str = CONFIG_COPY,
+                          key: bool = True) -> Obj:
+    """The `init-config` container every Slurm pod starts with (key=False: one that installs no slurm.key)."""
     c: Obj = {
         "name": "init-config",
         "image": image,
         "imagePullPolicy": profile.images.pull_policy,
-        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script), config)],
+        "command": ["/bin/sh", "-c", config_script(profile, list(extra_script), config, key)],
     }
     c["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}] + list(env)
-    c["volumeMounts"] = mounts_config(profile, init=True, config=config) + list(extra_mounts)
+    c["volumeMounts"] = mounts_config(profile, init=True, config=config, key=key) + list(extra_mounts)
     c["resources"] = small_resources()
     c["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}}
@@ -356,13 +361,14 @@ def sack_client_mounts(profile: Profile) -> list[Obj]:
     return [{"name": SACK_VOLUME, "mountPath": SACK_DIR}] if profile.auth == "slurm" else []
 
 
-def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = False, users: str = SNAPSHOT) -> list[Obj]:
+def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
     """sackd as a native sidecar (auth/slurm), for a pod whose Slurm clients run beside no daemon.
 
     A client under auth/slurm never signs with the key itself: it asks a sack socket, which only
     slurmctld, slurmd, slurmdbd or sackd serve (found on kind: "failed to connect to any sack sockets").
     The sidecar's startup probe holds the main containers until the socket exists. It runs as
-    SlurmUser (who owns the key) unless as_root: the login pod's runs as root, as it always has.
+    SlurmUser, who owns the key, with no capabilities: sackd warns when it runs as anyone else, and it
+    binds its socket with umask 0, so every user of the pod (login's ssh users too) reaches it.
     Its image is the login image, the one that carries sackd (the controller's has none: found on kind).
     """
     if profile.auth != "slurm":
@@ -372,12 +378,11 @@ def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY, as_root: bool = F
         "image": profile.images.login,
         "imagePullPolicy": profile.images.pull_policy,
         "restartPolicy": "Always",
-        "command": live_command(profile, ["sackd", "-D"]) if users != SNAPSHOT else ["sackd", "-D"],
+        "command": ["sackd", "-D"],  # as SlurmUser: the users of its start (identity.SNAPSHOT)
         "startupProbe": {"exec": {"command": ["test", "-S", f"{SACK_DIR}/sack.socket"]}, "periodSeconds": 1,
                          "failureThreshold": 30},
-        "volumeMounts": mounts_config(profile, init=False, config=config, users=users) + sack_client_mounts(profile),
+        "volumeMounts": mounts_config(profile, init=False, config=config) + sack_client_mounts(profile),
         "resources": small_resources(),
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False} if as_root else
-        {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
-         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }]

@@ -14,16 +14,43 @@ from slurmk8s.render.k8s.common import (
 HOST_KEY = "ssh_host_ed25519_key"
 HOST_KEY_SOURCE = "/mnt/ssh-host-keys"
 SSHD_CONFIG = """\
-# sshd for the login pods of a slurmk8s cluster: keys only.
+# sshd for the login pods of a slurmk8s cluster: keys only, no forwarding.
 Port 22
-PermitRootLogin prohibit-password
+PermitRootLogin {root_login}
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 AuthorizedKeysFile /etc/ssh/authorized_keys/%u
 HostKey /etc/ssh/ssh_host_ed25519_key
 PidFile /run/sshd.pid
+# srun and sbatch need none of these; each would make the login pod a relay into the pod network.
+AllowTcpForwarding no
+AllowStreamLocalForwarding no
+AllowAgentForwarding no
+X11Forwarding no
 Subsystem sftp internal-sftp
 """
+
+
+def render_sshd_config(profile: Profile) -> str:
+    """sshd_config; root logs in (with spec.login.authorizedKeys) only when spec.identity declares no users."""
+    # Declared users log in as themselves. Root on login can become SlurmUser and read slurm.key, so forge any
+    # Slurm identity: no key opens it then. Without declared users root is the only account.
+    users = profile.identity is not None and bool(profile.identity.users)
+    return SSHD_CONFIG.format(root_login="no" if users else "prohibit-password")
+
+
+# What OpenSSH's privilege separation needs, and no more (one sshd binary with privsep and linux audit: OpenSSH 9.2
+# in Debian 12, 9.6 in Ubuntu 24.04, the images `images build` and Slinky ship):
+# SETUID, SETGID  the pre-auth child becomes the sshd user, the session the logged-in user (with initgroups);
+#                 authorized keys are read with the user's uid (temporarily_use_uid)
+# SYS_CHROOT      the pre-auth child chroots to /run/sshd
+# CHOWN           a session's pty is given to the logged-in user
+# KILL            the root monitor signals children that run as other users (LoginGraceTime, session end)
+# AUDIT_WRITE     the login record to the kernel audit log; without it the write fails and sshd ends the session
+# NET_BIND_SERVICE port 22
+# DAC_OVERRIDE is not among them: every file sshd opens as root is root's (host key, root's keys, /run/sshd),
+# and users' key files are read as their owner.
+SSHD_CAPABILITIES = ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE", "KILL", "NET_BIND_SERVICE"]
 
 
 def build_configmap_login(profile: Profile) -> Obj:
@@ -31,7 +58,7 @@ def build_configmap_login(profile: Profile) -> Obj:
     keys = "".join(f"{k}\n" for k in profile.login.authorized_keys)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": meta(profile, naming.login_config_map(profile.name), naming.LOGIN),
-            "data": {"authorized_keys": keys, "sshd_config": SSHD_CONFIG}}
+            "data": {"authorized_keys": keys, "sshd_config": render_sshd_config(profile)}}
 
 
 def build_service_login(profile: Profile) -> Obj:
@@ -88,10 +115,10 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 30, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": True,
-                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID", "SYS_CHROOT",
-                                                                      "AUDIT_WRITE", "DAC_OVERRIDE", "KILL",
-                                                                      "NET_BIND_SERVICE"]}},
+        # No privilege escalation: sshd's own setuid() needs CAP_SETUID, not setuid binaries, and with
+        # no_new_privs a user's session cannot gain privileges through su, passwd or newgrp either.
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": SSHD_CAPABILITIES}},
         # Live config: users' commands see a partition change without a new pod.
         "volumeMounts": mounts_config(profile, init=False, config=CONFIG_LIVE, users=LIVE_USERS) + [dict(ssh_mount)] + profile_mounts,
     }
@@ -106,7 +133,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
                                            ssh_mount] + profile_mounts, identity_env, config=CONFIG_LIVE)]
                    + reloader_sidecar(profile, image, identity_env,
                                       [dict(ssh_mount)] + [m for m in profile_mounts if m["mountPath"] in homes])
-                   + sackd_sidecar(profile, CONFIG_LIVE, as_root=True, users=LIVE_USERS),
+                   + sackd_sidecar(profile, CONFIG_LIVE),
                    volumes)
     return statefulset(profile, name, naming.LOGIN, profile.login.replicas, naming.login_pods_service(profile.name), pod,
                        {naming.ANNOTATION_CONFIG_HASH: config_hash})

@@ -1,4 +1,4 @@
-"""slurmrestd: Deployment + Service (JWT auth; the key lives in slurmctld/slurmdbd)."""
+"""slurmrestd: Deployment + Service (JWT auth; the JWT key lives in slurmctld/slurmdbd, slurm.key not here)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,13 @@ def build_deployment_restapi(profile: Profile, config_hash: str) -> Obj:
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts_config(profile, init=False),
     }
+    # No slurm.key: under auth/slurm slurmrestd is a client (the plugin loads the key only in sackd, slurmd,
+    # slurmctld and slurmdbd: auth_slurm.c init() in 24.11 and 26.05), it sends the users' tokens (auth/jwt),
+    # and as uid 65534 it could not read a key of 0600 slurm anyway. munged, beside it under munge, needs its key.
+    key = profile.auth != "slurm"
     pod = pod_spec(profile, naming.RESTAPI, [container],
-                   [init_config_container(profile, image, ["chmod 0644 /etc/slurm/*.conf"])], volume_config(profile))
+                   [init_config_container(profile, image, ["chmod 0644 /etc/slurm/*.conf"], key=key)],
+                   volume_config(profile, key=key))
     selector = naming.selector_labels(profile.name, naming.RESTAPI)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",

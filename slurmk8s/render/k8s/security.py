@@ -61,12 +61,10 @@ ACCEPTED: dict[str, dict[str, str]] = {
     },
     naming.LOGIN: {
         "CKV_K8S_15": _PULL,
-        "CKV_K8S_20": "sshd changes to the logged-in user, which is a privilege transition",
         "CKV_K8S_22": "sshd writes host keys and per-session files in the image",
         "CKV_K8S_23": "sshd runs as root to log users in",
-        "CKV_K8S_25": _CAPS_INIT,
-        "CKV_K8S_28": "sshd keeps the default capability set to switch to the logged-in user",
-        "CKV_K8S_37": "sshd keeps the default capability set to switch to the logged-in user",
+        "CKV_K8S_25": "sshd drops ALL and adds back only what privilege separation needs (login.py SSHD_CAPABILITIES); "
+                      "init-config only CHOWN/FOWNER/DAC_OVERRIDE to set key ownership",
         "CKV_K8S_40": "sshd runs as root to log users in",
         "CKV_K8S_43": _DIGEST,
     },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slurmk8s import naming
 from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.quantity import from_mib, to_mib
 from slurmk8s.render.k8s.common import (
     CONFIG_FETCHED, Obj, headless_service, init_config_container, mounts_config, pod_spec, statefulset,
     volume_config,
@@ -22,9 +23,23 @@ def build_service_nodes(profile: Profile) -> Obj:
                             naming.selector_labels(profile.name, naming.WORKER))
 
 
+# Disk slurmd's container needs beside the jobs' /tmp: its spool emptyDir, its logs, the image's writable layer.
+SLURMD_DISK_MIB = 2048
+
+
+def pool_ephemeral_storage(pool: Pool) -> str:
+    """The slurmd container's ephemeral-storage: the jobs' /tmp plus slurmd's own disk."""
+    return from_mib(to_mib(pool.tmp_size) + SLURMD_DISK_MIB)
+
+
 def pool_resources(pool: Pool) -> Obj:
-    """requests = limits (Guaranteed QoS, whole CPUs): what Slurm's node definition promises."""
-    limits: dict[str, str] = {"cpu": str(pool.cpus), "memory": pool.memory}
+    """requests = limits (Guaranteed QoS, whole CPUs): what Slurm's node definition promises.
+
+    ephemeral-storage too: the scheduler reserves the disk, so jobs filling /tmp cannot push the
+    node into DiskPressure and evict its other pods.
+    """
+    limits: dict[str, str] = {"cpu": str(pool.cpus), "memory": pool.memory,
+                              "ephemeral-storage": pool_ephemeral_storage(pool)}
     if pool.rdma and pool.rdma.hugepages:
         limits[f"hugepages-{pool.rdma.hugepages.size}"] = pool.rdma.hugepages.amount
     requests = dict(limits)
@@ -62,6 +77,24 @@ def spool_script() -> list[str]:
     return ["chmod 0755 /var/spool/slurmd"]
 
 
+JOB_TMP = "/tmp"
+
+
+def job_tmp_volume(pool: Pool) -> tuple[Obj, Obj]:
+    """(mount, volume) of the jobs' /tmp: an emptyDir of the pool's tmpSize, not the container's writable layer."""
+    return {"name": "tmp", "mountPath": JOB_TMP}, {"name": "tmp", "emptyDir": {"sizeLimit": pool.tmp_size}}
+
+
+def job_tmp_script() -> list[str]:
+    """The kubelet makes the emptyDir 0777; /tmp wants the sticky bit, so users cannot delete each other's files."""
+    return [f"chmod 1777 {JOB_TMP}"]
+
+
+def shm_size_limit(pool: Pool) -> str:
+    """/dev/shm's sizeLimit: half the pod's memory, as a Linux host sizes its /dev/shm (it counts as the pod's memory)."""
+    return from_mib(pool.memory_mib // 2)
+
+
 def one_gpu_pod_per_node(profile: Profile, pool: Pool) -> Obj:
     """Required anti-affinity among the GPU pools' pods: gres.conf gives every pod /dev/nvidia0..N-1,
     so two pods on one node would both hand out the same devices (double-booked GPUs)."""
@@ -85,8 +118,11 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     name = segment.statefulset
     image = profile.images.worker
     slurmd_mounts, slurmd_vols = slurmd_volumes()
-    mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED, users=LIVE_USERS) + slurmd_mounts + [{"name": "shm", "mountPath": "/dev/shm"}]
-    volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols + [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    tmp_mount, tmp_volume = job_tmp_volume(pool)
+    mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED, users=LIVE_USERS) + slurmd_mounts + [
+        {"name": "shm", "mountPath": "/dev/shm"}, tmp_mount]
+    volumes = volume_config(profile, CONFIG_FETCHED) + slurmd_vols + [
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size_limit(pool)}}, tmp_volume]
     profile_volumes, profile_mounts = shared_volumes(profile, POOLS)  # spec.volumes: /home, /scratch ...
     mounts += profile_mounts
     volumes += profile_volumes
@@ -128,8 +164,9 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     homes = home_roots(profile, POOLS)
     identity_env = reload_env(profile, homes=homes)
     pod = pod_spec(profile, naming.WORKER, [slurmd],
-                   [init_config_container(profile, image, spool_script(), spool_init_mounts() + profile_mounts,
-                                          identity_env, config=CONFIG_FETCHED)]
+                   [init_config_container(profile, image, spool_script() + job_tmp_script(),
+                                          spool_init_mounts() + [tmp_mount] + profile_mounts, identity_env,
+                                          config=CONFIG_FETCHED)]
                    + reloader_sidecar(profile, image, identity_env, [m for m in profile_mounts if m["mountPath"] in homes]),
                    volumes, extra)
     # Only what a running pod must restart for goes on the pod template: a changed template replaces
