@@ -3,9 +3,9 @@
 A new interpreter costs a test about half a second of CPU (a cluster command imports the
 `kubernetes` client), so tests that are not about the process boundary run the console script's
 entry point here instead: the same argv, environment, working directory, standard input (empty
-unless given), stdout and stderr (pipes, not terminals), and exit code. An exception that escapes
-main() is printed as the interpreter would print it (a Traceback, exit 1), so assertions on
-"Traceback" keep their meaning. `timeout` is kept too: past it the command is interrupted by
+unless given, and nothing kept of an earlier one), stdout and stderr (pipes, not terminals), and exit
+code. An exception that escapes main() is printed as the interpreter would print it (a Traceback,
+exit 1), so assertions on "Traceback" keep their meaning. `timeout` is kept too: past it the command is interrupted by
 SIGALRM and subprocess.TimeoutExpired raised, as subprocess.run does.
 
 What stays process-level (the kubernetes import itself, a full disk's fd, Ctrl-C, exit at interpreter
@@ -24,6 +24,7 @@ import traceback
 from typing import Mapping
 
 from slurmk8s import cli
+from slurmk8s.profile import files as profile_files
 
 
 class _Pipe(io.TextIOWrapper):
@@ -62,6 +63,7 @@ def run_cli(args: list[str] | tuple[str, ...], *, env: Mapping[str, str] | None 
         if cwd is not None:
             os.chdir(cwd)
         sys.argv, sys.stdin, sys.stdout, sys.stderr = argv, stdin, out, err
+        profile_files._stdin_data = None  # what a process keeps of its stdin (read once): a new process has none
         if timeout:
             signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
