@@ -264,7 +264,7 @@ def test_a_server_that_never_answers_is_given_up_on_at_the_timeout(blackhole, co
     left blocked in a thread must not hold the interpreter's exit either."""
     run = slurmk8s_process if command[0] == "up" else slurmk8s_run
     started = time.monotonic()
-    line = one_line(run(command[0], KIND_DEV, "--kubeconfig", blackhole, "--timeout", "3", *command[1:],
+    line = one_line(run(command[0], KIND_DEV, "--kubeconfig", blackhole, "--timeout", "1", *command[1:],
                                  timeout=60), 3 if command[0] == "diff" else 1)
     assert time.monotonic() - started < 20
     assert "timed out" in line
