@@ -1,4 +1,4 @@
-"""Shared fixtures: the example profiles and the --update-golden flag."""
+"""Shared fixtures: the example profiles and the --update-golden flag; no lab, e2e or images test under -n."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ EXAMPLE_PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/golden/ from the current render instead of comparing")
+
+
+SERIAL_ONLY = ("lab", "e2e", "images")  # share podman networks, kind clusters and image stores
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The fast tier may run in parallel (pytest-xdist's -n); the tiers on shared machinery may not: such a
+    test fails before any of its fixtures start anything."""
+    if hasattr(item.config, "workerinput") and any(item.get_closest_marker(m) for m in SERIAL_ONLY):
+        pytest.fail(f"marked {'/'.join(SERIAL_ONLY)}: must not run in parallel; run it without -n, or deselect "
+                    '(-m "not lab and not e2e and not images")', pytrace=False)
 
 
 @pytest.fixture

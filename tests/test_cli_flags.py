@@ -13,6 +13,7 @@ import yaml
 
 import slurmk8s
 from slurmk8s.actions.init import STARTER
+from inprocess import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = str(Path(slurmk8s.__file__).resolve().parents[1])  # subprocesses run the code under test
@@ -21,11 +22,14 @@ KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
 
 def run(*args: str, stdin: str | None = None, cwd: Path | None = None, env_extra: dict | None = None,
         as_script: bool = False) -> subprocess.CompletedProcess:
-    """slurmk8s ARGS; as_script runs it under the console script's name (completion keys on it)."""
-    command = [sys.executable, "-c", "import sys; sys.argv[0] = 'slurmk8s'; from slurmk8s.cli import main; main()"] \
-        if as_script else [sys.executable, "-m", "slurmk8s.cli"]
+    """slurmk8s ARGS through cli.main in this process; as_script runs a new interpreter under the console
+    script's name (completion keys on it, and on the environment the shell starts it with)."""
+    env = {**os.environ, "PYTHONPATH": CODE, **(env_extra or {})}
+    if not as_script:
+        return run_cli(args, env=env, input=stdin, cwd=cwd, timeout=60)
+    command = [sys.executable, "-c", "import sys; sys.argv[0] = 'slurmk8s'; from slurmk8s.cli import main; main()"]
     return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": CODE, **(env_extra or {})})
+                          env=env)
 
 
 def test_version() -> None:

@@ -140,7 +140,9 @@ def all_commands() -> list[str]:
 def sandbox(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A copy of the repository, and an environment whose `slurmk8s` and `python` are this checkout's."""
     copy = tmp_path_factory.mktemp("docs") / "repo"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.egg-info"))
+    # .hypothesis: the property tests' database, which a parallel run (-n 2) writes while this copies
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".hypothesis",
+                                                              "*.egg-info"))
     bin_dir = copy.parent / "bin"
     bin_dir.mkdir()
     (bin_dir / "slurmk8s").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m slurmk8s.cli "$@"\n')

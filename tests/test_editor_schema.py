@@ -11,14 +11,15 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from inprocess import run_cli
 from slurmk8s.profile.schema import profile_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd)
+    """slurmk8s ARGS through cli.main in this process (what it imports is checked in a process below)."""
+    return run_cli(args, cwd=cwd, timeout=60)
 
 
 def test_schema_prints_the_profile_schema() -> None:

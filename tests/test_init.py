@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import slurmk8s
+from inprocess import run_cli
 from slurmk8s.actions.init import STARTER
 
 CODE = str(Path(slurmk8s.__file__).resolve().parents[1])  # subprocesses run the code under test
@@ -20,6 +21,9 @@ DROP_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-c
 def init(*args: str, cwd: Path, drop_dac: bool = False) -> tuple[int, str, str]:
     """slurmk8s init ARGS; drop_dac takes root's permission override away (as a user runs it)."""
     prefix = DROP_DAC if drop_dac and os.geteuid() == 0 else []
+    if not prefix:  # cli.main in this process; without root's override it must be a process of its own
+        run = run_cli(["init", *args], cwd=cwd, timeout=60)
+        return run.returncode, run.stdout, run.stderr
     run = subprocess.run([*prefix, sys.executable, "-m", "slurmk8s.cli", "init", *args], capture_output=True,
                          text=True, timeout=60, cwd=cwd, env={**os.environ, "PYTHONPATH": CODE})
     return run.returncode, run.stdout, run.stderr

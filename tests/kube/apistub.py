@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import sys
 import threading
 import time
 import uuid
@@ -116,6 +117,12 @@ class ApiStub:
 
             request_queue_size = 128  # the default backlog of 5 drops parallel connects (1 s SYN retry)
             daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                """A client that hung up (a command past its --timeout) is not the stub's error; others print
+                as socketserver prints them (on the stderr of a command run in this process)."""
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    super().handle_error(request, client_address)
 
         self._server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

@@ -1,4 +1,8 @@
-"""The cluster commands as a user runs them: a subprocess, exit codes, one-line errors, kubectl's config rules."""
+"""The cluster commands as a user runs them: exit codes, one-line errors, kubectl's config rules.
+
+Most run the console script's entry point in this process (tests/inprocess.py); a whole interpreter is
+started where the process is the point: one up/status/down round, a full stdout or stderr (/dev/full),
+and what `--help` and `render` import."""
 
 from __future__ import annotations
 
@@ -12,14 +16,26 @@ import time
 import pytest
 
 from conftest import KIND_DEV, object_count
+from inprocess import run_cli
 
 
-def slurmk8s(*args: str, env_extra: dict | None = None, home: str = "/nonexistent") -> subprocess.CompletedProcess:
+def user_env(env_extra: dict | None = None, home: str = "/nonexistent") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env["HOME"] = home
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return env
+
+
+def slurmk8s(*args: str, env_extra: dict | None = None, home: str = "/nonexistent") -> subprocess.CompletedProcess:
+    """`slurmk8s ARGS` through cli.main in this process."""
+    return run_cli(args, env=user_env(env_extra, home), timeout=60)
+
+
+def slurmk8s_process(*args: str, env_extra: dict | None = None,
+                     home: str = "/nonexistent") -> subprocess.CompletedProcess:
+    """`slurmk8s ARGS` as a new interpreter, as the console script starts it."""
+    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True,
+                          env=user_env(env_extra, home), timeout=60)
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:
@@ -89,6 +105,8 @@ def test_kubeconfig_env_and_context_are_honoured(stub, kubeconfig):
 
 
 def test_up_twice_then_status_then_down(stub, kubeconfig):
+    """The whole round as separate processes, as a user runs it (the other tests run in this process)."""
+    slurmk8s = slurmk8s_process
     first = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
     second = slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait")
     n = object_count(KIND_DEV)

@@ -22,6 +22,7 @@ import yaml
 import slurmk8s
 from slurmk8s.errors import SlurmK8sError, UsageError
 from slurmk8s.output.plain import MARKER, write_tree
+from inprocess import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = str(Path(slurmk8s.__file__).resolve().parents[1])  # subprocesses run the code under test
@@ -29,9 +30,10 @@ KIND_DEV = ROOT / "profiles" / "kind-dev.yaml"
 GPU_IB = ROOT / "profiles" / "gpu-ib.yaml"
 
 
-def slurmk8s(*args: str, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "slurmk8s.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env={**os.environ, "PYTHONPATH": CODE}, **kwargs)
+def slurmk8s(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`slurmk8s ARGS` through cli.main in this process (tests/inprocess.py); a render that is killed, held
+    or run as another user is a real process (run_hooked, and the subprocesses below)."""
+    return run_cli(args, cwd=cwd, timeout=120)
 
 
 def files(root: Path) -> dict[str, bytes | str]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
+
+from inprocess import run_cli
 
 from slurmk8s.errors import ProfileError
 from slurmk8s.profile import Profile, load_profile
@@ -120,8 +120,7 @@ def test_unmutated_examples_pass_the_check() -> None:
 @given(data=st.one_of(mutated_examples(), corrupted_bytes()))
 def test_cli_validate_exits_0_or_2(data: bytes, tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_bytes(data)
-    run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", str(tmp_path / "p.yaml")],
-                         capture_output=True, text=True, timeout=60)
+    run = run_cli(["validate", str(tmp_path / "p.yaml")], timeout=60)  # cli.main in this process
     assert run.returncode in (0, 2), run.stderr
     assert "Traceback" not in run.stderr
     assert (run.returncode == 0) == (run.stderr == "")
@@ -426,8 +425,7 @@ def test_cli_render_exits_0_or_2_and_writes_only_its_directory(data: bytes, tmp_
     shutil_rmtree(work)
     work.mkdir()
     (work / "p.yaml").write_bytes(data)
-    run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "render", "p.yaml", "-o", "out", "--format", "helm"],
-                         capture_output=True, text=True, timeout=60, cwd=work)
+    run = run_cli(["render", "p.yaml", "-o", "out", "--format", "helm"], timeout=60, cwd=work)  # in this process
     assert run.returncode in (0, 2), run.stderr
     assert "Traceback" not in run.stderr
     assert sorted(p.name for p in work.iterdir()) == (["out", "p.yaml"] if run.returncode == 0 else ["p.yaml"])

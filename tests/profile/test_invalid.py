@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ProfileError
+from inprocess import run_cli
 from profile_texts import BASE
 
 GPU_POOL = """\
@@ -413,6 +412,5 @@ CLI_CASES = ["yaml-syntax", "not-utf8", "missing-file", "recursive-alias", "ever
 def test_cli_validate_prints_only_the_lines(case: str, tmp_path: Path) -> None:
     _, content, expected = next(c for c in CASES if c[0] == case)
     write_case(tmp_path, content)
-    run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", "validate", "bad.yaml"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = run_cli(["validate", "bad.yaml"], cwd=tmp_path, timeout=60)  # cli.main in this process
     assert (run.returncode, run.stdout, run.stderr.splitlines()) == (2, "", expected)

@@ -8,8 +8,6 @@ profile's to set. Each is now one located line, from `validate` and `render` ali
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 from slurmk8s.errors import ProfileError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
+from inprocess import run_cli
 from profile_texts import BASE
 
 LOGIN = "  login: {replicas: 1}\n"
@@ -212,7 +211,6 @@ def test_cli_validate_and_render_print_the_same_line(case: str, tmp_path: Path) 
     _, text, expected = next(c for c in CASES if c[0] == case)
     (tmp_path / "bad.yaml").write_text(text)
     for argv in (["validate", "bad.yaml"], ["render", "bad.yaml", "-o", "out"]):
-        run = subprocess.run([sys.executable, "-m", "slurmk8s.cli", *argv], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=60)
+        run = run_cli(argv, cwd=tmp_path, timeout=60)  # cli.main in this process
         assert (run.returncode, run.stdout, run.stderr.splitlines()) == (2, "", expected), argv
     assert not (tmp_path / "out").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
-import kubernetes_validate
+import kubevalidate
 import yaml
 from hypothesis import HealthCheck, given, note, settings, strategies as st
 
@@ -212,7 +212,7 @@ def test_render_does_not_mutate_its_input(doc: dict) -> None:
 @given(profile_docs())
 def test_generated_profiles_validate_strictly(doc: dict) -> None:
     for obj in render(load(doc)).objects:
-        kubernetes_validate.validate(obj, "1.29.0", strict=True)
+        kubevalidate.validate(obj, "1.29.0", strict=True)
 
 
 def test_expand_and_conf_lines_helpers() -> None:
