@@ -209,15 +209,17 @@ def test_without_root_the_lab_says_so_and_exits_2(monkeypatch):
 
 # Capability bits (linux/capability.h): containerd's default set, and sshd's rendered one.
 DEFAULT_CAPS = sum(1 << b for b in (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31))
-SSHD_CAPS = sum(1 << b for b in (0, 1, 5, 6, 7, 10, 18, 29))  # CHOWN DAC_OVERRIDE KILL SETGID SETUID NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE
+SSHD_CAPS = sum(1 << b for b in (0, 5, 6, 7, 10, 18, 29))  # CHOWN KILL SETGID SETUID NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE
+RELOAD_CAPS = sum(1 << b for b in (0, 1, 3))  # CHOWN DAC_OVERRIDE FOWNER: identity-reload writes users' keys and homes
 # What each long-running container's process is on a kubelet: uid, gid, groups, CapEff, CapBnd, NoNewPrivs
 # (None: every capability this machine's root holds, as a privileged container gets from containerd).
 EXPECTED = {
     "slurmctld": (401, 401, {401}, 0, 0, 1),
     "slurmdbd": (401, 401, {401}, 0, 0, 1),
     "mariadb": (999, 999, {999}, 0, 0, 1),
-    "sshd": (0, 0, {0}, SSHD_CAPS, SSHD_CAPS, 0),
-    "sackd": (0, 0, {0}, DEFAULT_CAPS, DEFAULT_CAPS, 1),
+    "sshd": (0, 0, {0}, SSHD_CAPS, SSHD_CAPS, 1),
+    "sackd": (401, 401, {401}, 0, 0, 1),  # login's, as SlurmUser (auth/slurm)
+    "identity-reload": (0, 0, {0}, RELOAD_CAPS, RELOAD_CAPS, 1),
     "munged": (0, 0, {0}, DEFAULT_CAPS, DEFAULT_CAPS, 1),
     "slurmd": (0, 0, {0}, None, None, 0),
 }
