@@ -1,7 +1,7 @@
 """The Slurm version matrix: which config dialect each supported release speaks.
 
 Sources: the slurm.conf/cgroup.conf/topology.conf man pages of each release and
-the RELEASE_NOTES (see DESIGN.md's matrix). Versions are "YY.MM" strings.
+the RELEASE_NOTES; each Dialect property names its release. Versions are "YY.MM" strings.
 """
 
 from __future__ import annotations
