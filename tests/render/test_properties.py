@@ -137,6 +137,9 @@ def test_same_profile_twice_gives_identical_bytes(doc: dict) -> None:
     assert output(profile) == output(profile)
 
 
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
 @SETTINGS
 @given(profile_docs())
 def test_names_are_dns_labels(doc: dict) -> None:
@@ -144,7 +147,11 @@ def test_names_are_dns_labels(doc: dict) -> None:
     bundle = render(profile)
     names = []
     for obj in bundle.objects:
-        names.append(obj["metadata"]["name"])
+        if obj["kind"] in RBAC_KINDS:  # the API server takes any path segment up to 253 for these (ValidateRBACName)
+            name = obj["metadata"]["name"]
+            assert len(name) <= 253 and not set(name) & {"/", "%"} and name not in (".", ".."), name
+        else:
+            names.append(obj["metadata"]["name"])
         if obj["kind"] == "Service":
             assert DNS1035.match(obj["metadata"]["name"]) and len(obj["metadata"]["name"]) <= 63
             names += [f"{p['name']}" for p in obj["spec"]["ports"]]
