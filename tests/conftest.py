@@ -1,10 +1,13 @@
-"""Shared fixtures: the example profiles and the --update-golden flag; no lab, e2e or images test under -n."""
+"""Shared fixtures: the example profiles, --update-golden, the CLI in-process; no lab, e2e or images test under -n."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+from slurmk8s import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
@@ -38,3 +41,17 @@ def example_profile(request: pytest.FixtureRequest) -> Path:
     """Each profile of profiles/ in turn."""
     return request.param
 
+
+@pytest.fixture
+def slurmk8s(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """Run `slurmk8s ARGS...` in-process through cli.main; return (exit code, stdout, stderr)."""
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["slurmk8s", *args])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code or 0
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run

@@ -8,27 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurmk8s import cli
 from slurmk8s.actions.render import render_file
 from slurmk8s.output.plain import object_filename
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_IB, KIND_DEV = str(ROOT / "profiles/gpu-ib.yaml"), str(ROOT / "profiles/kind-dev.yaml")
-
-
-@pytest.fixture
-def slurmk8s(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
-    """Run `slurmk8s ARGS...` in-process through cli.main; return (exit code, stdout, stderr)."""
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["slurmk8s", *args])
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as e:
-            code = e.code or 0
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 def files(root: Path) -> dict[str, bytes]:

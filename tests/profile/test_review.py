@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from slurmk8s import cli
 from slurmk8s.profile import load_profile
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.review import image_tag_problem, security_warnings
 
+from profile_texts import BASE
 from tests.conftest import EXAMPLE_PROFILES
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEKEYEXAMPLEKEYEXAMPLEKEYEXAMPLEKEY a@example.org"
-CLEAN = """\
-apiVersion: slurmk8s.io/v1alpha1
-kind: ClusterProfile
-metadata: {name: demo}
-spec:
-  pools:
-    - name: cpu
-      replicas: 1
-      cpus: 2
-      memory: 2Gi
-"""
+CLEAN = BASE  # one pool, nothing a review warns on
 SMUGGLE = f"""\
 apiVersion: slurmk8s.io/v1alpha1
 kind: ClusterProfile
@@ -63,21 +52,6 @@ WANT = [
     "p.yaml:22:22: spec.pools[0].nodeSelector.node-role.kubernetes.io/control-plane: selects control-plane nodes: "
     "pool cpu's privileged slurmd pods, where jobs run, would run beside the API server and etcd",
 ]
-
-
-@pytest.fixture
-def slurmk8s(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
-    """Run `slurmk8s ARGS...` in-process; (exit code, stdout, stderr)."""
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["slurmk8s", *args])
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as e:
-            code = e.code or 0
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 def test_each_warning_is_one_located_line() -> None:
