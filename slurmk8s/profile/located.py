@@ -31,16 +31,8 @@ class Locator:
         return section
 
     def written(self, path: tuple) -> bool:
-        """Whether the document itself sets path (a default does not count)."""
-        node: Any = self._document
-        for part in path:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                node = node[part]
-            else:
-                return False
-        return True
+        """Whether the document itself sets path (a default does not count): the parser saw a value there."""
+        return tuple(path) in self._positions.values
 
     def error(self, path: tuple, message: str, key: bool = False) -> FieldError:
         """A FieldError at path's position (the nearest written ancestor's when path itself was not written)."""
