@@ -66,7 +66,11 @@ class Cluster:
         return run("kubectl", "--kubeconfig", self.kubeconfig, *args, timeout=timeout, check=check,
                    env=tool_env(), input=input)
 
-    def slurmk8s(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+    def slurmk8s(self, *args: str, timeout: float | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        if timeout is None:
+            # outlive the command's own --timeout, so that its report of what is not ready is what fails
+            own = float(args[args.index("--timeout") + 1]) if "--timeout" in args else 780
+            timeout = own + 120
         return run(sys.executable, "-m", "slurmk8s.cli", *args, "--kubeconfig", self.kubeconfig,
                    timeout=timeout, check=check, env={**tool_env(), "PYTHONPATH": str(REPO)})
 

@@ -98,7 +98,7 @@ def small_profile(directory: Path, name: str, namespace: str) -> Path:
 
 def failing_up(cluster: Cluster, profile: Path, *options: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    result = cluster.slurmk8s("up", str(profile), "--timeout", "900", *options, timeout=900, check=False)
+    result = cluster.slurmk8s("up", str(profile), "--timeout", "900", *options, check=False)
     return result, time.monotonic() - started
 
 
