@@ -19,7 +19,7 @@ import time
 
 import yaml
 
-from slurmk8s.lab import cluster, verify
+from slurmk8s.lab import lifecycle, verify
 from slurmk8s.profile import load_profile
 from slurmk8s.render import render
 
@@ -64,7 +64,7 @@ def configured_by(lab, job: str) -> str:
 def one_run(extra: int, slurm: str = SLURM) -> tuple[dict[str, float], str]:
     """Seconds from `sbatch` to each step of STEPS (polled every 0.2 s), and what ended CONFIGURING."""
     bundle = render(load_profile(profile_text(1 + extra, slurm), "burst"))
-    lab = cluster.boot(bundle, log=lambda line: None)
+    lab = lifecycle.boot(bundle, log=lambda line: None)
     new_nodes = [f"cpu-{i}" for i in range(1, 1 + extra)]
     try:
         started = time.monotonic()

@@ -43,13 +43,13 @@ def one_run(version: str, nodes: int, first_job: str = "sbatch") -> dict:
     first_job "sbatch": a batch job, polled until COMPLETED; "srun": `srun -N1 true`, which
     slurmctld allocates as it is asked (a batch job waits for the scheduler's first pass).
     """
-    from slurmk8s.lab import cluster, verify
+    from slurmk8s.lab import lifecycle, verify
     from slurmk8s.profile import load_profile
     from slurmk8s.render import render
 
     bundle = render(load_profile(profile_text(version, nodes), "bench"))
     started, wall = time.monotonic(), time.time()
-    lab = cluster.boot(bundle, log=lambda line: None)
+    lab = lifecycle.boot(bundle, log=lambda line: None)
     events = [list(e) for e in getattr(lab, "events", [])]
     events.append([time.monotonic() - started, "boot returned"])
     if first_job == "srun":
@@ -68,7 +68,7 @@ def one_run(version: str, nodes: int, first_job: str = "sbatch") -> dict:
     ctl = next(p for p in lab.pods if p.component == "controller")
     events += slurmctld_events(lab.log_path(ctl, "slurmctld").read_text(errors="replace"), job, wall)
     started = time.monotonic()
-    left = cluster.down(lab.lab_id)
+    left = lifecycle.down(lab.lab_id)
     if left:
         raise SystemExit(f"{version}/{nodes}: teardown left {left}")
     return {"events": events, "first_job_s": booted, "teardown_s": time.monotonic() - started}

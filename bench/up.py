@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests" / "kube"))  # the stub is a test fixture, 
 from apistub import ApiStub  # noqa: E402
 
 from slurmk8s.actions.up import UpOptions, run_up  # noqa: E402
-from slurmk8s.actions.cluster import connect  # noqa: E402
+from slurmk8s.actions.interface import connect  # noqa: E402
 
 PROFILE = str(REPO / "profiles" / "gpu-ib.yaml")
 

@@ -89,7 +89,7 @@ def _stderr(line: str) -> None:
 
 def _cluster(kubeconfig: Optional[str], context: Optional[str], **options: Any):
     """The client the command acts through; it connects on first use."""
-    from slurmk8s.actions.cluster import connect
+    from slurmk8s.actions.interface import connect
     return connect(kubeconfig, context, **options)
 
 

@@ -21,7 +21,7 @@ def discover(labels: str = typer.Option(..., "--labels", help=LABELS_HELP),
              context: Optional[str] = typer.Option(None, "--context", help="Kubeconfig context (default: the current one)."),
              verbose: bool = typer.Option(False, "--verbose", help="Log every API request.")) -> None:
     """Print spec.topology for the cluster's nodes (domains and how many nodes each has)."""
-    from slurmk8s.actions.cluster import connect
+    from slurmk8s.actions.interface import connect
     from slurmk8s.actions.topology import run_discover
     text, unlabelled = run_discover(connect(kubeconfig, context, verbose=verbose), plugin, labels, pool)
     typer.echo(text, nl=False)

@@ -138,10 +138,10 @@ RULES = {
     and m != "slurmk8s.profile.files"  # the one reader of profile files
     and n.split(".")[0] in IO | {"kubernetes"},
     "only-kube-imports-kubernetes": lambda m, n, top: under(n, "kubernetes") and not under(m, "slurmk8s.kube"),
-    # Actions talk to a cluster through the client the CLI builds with actions.cluster.connect (its one factory).
+    # Actions talk to a cluster through the client the CLI builds with actions.interface.connect (its one factory).
     "cli-reaches-clusters-only-through-actions": lambda m, n, top: under(m, *CLI) and under(n, "slurmk8s.kube", "slurmk8s.lab"),
-    "one-factory-builds-cluster-clients": lambda m, n, top: under(m, "slurmk8s.actions") and m != "slurmk8s.actions.cluster"
-    and under(n, "slurmk8s.kube.client", "slurmk8s.kube.cluster", "slurmk8s.lab.access"),
+    "one-factory-builds-cluster-clients": lambda m, n, top: under(m, "slurmk8s.actions") and m != "slurmk8s.actions.interface"
+    and under(n, "slurmk8s.kube.client", "slurmk8s.kube.kubecluster", "slurmk8s.lab.access"),
     "cli-imports-actions-lazily": lambda m, n, top: under(m, *CLI)
     and top and under(n, "slurmk8s.actions", "slurmk8s.kube", "slurmk8s.lab", "slurmk8s.images", "slurmk8s.render",
                        "slurmk8s.output"),
@@ -204,10 +204,10 @@ def test_every_module_has_a_layer() -> None:
 
 @pytest.mark.parametrize("added, expected", [
     (("slurmk8s.kube.wait", "slurmk8s.actions.up"), "up"),
-    (("slurmk8s.kube.wait", "slurmk8s.lab.cluster"), "sideways"),
+    (("slurmk8s.kube.wait", "slurmk8s.lab.lifecycle"), "sideways"),
     (("slurmk8s.naming", "slurmk8s.errors"), "sideways"),
     (("slurmk8s.profile.model", "slurmk8s.render"), "up"),
-    (("slurmk8s.lab.cluster", "slurmk8s.render"), None),
+    (("slurmk8s.lab.lifecycle", "slurmk8s.render"), None),
     (("slurmk8s.cli", "slurmk8s.cli_lab"), None),
 ])
 def test_the_order_refuses_upward_and_sideways_imports(added, expected) -> None:
@@ -267,8 +267,8 @@ def test_the_cycle_rule_reports_a_cycle_in_import_order(added, cycle) -> None:
 DEFERRED_ALLOWED = {
     # connect() builds one of two clients: KubeCluster loads the kubernetes package (tens of ms), which a lab
     # (`scale --lab`) and the actions' own imports must not pay for; the lab's client loads the lab.
-    ("slurmk8s.actions.cluster", "slurmk8s.kube.cluster"): "the kubernetes client only when one is built",
-    ("slurmk8s.actions.cluster", "slurmk8s.lab.access"): "the lab's client only when a lab is asked for",
+    ("slurmk8s.actions.interface", "slurmk8s.kube.kubecluster"): "the kubernetes client only when one is built",
+    ("slurmk8s.actions.interface", "slurmk8s.lab.access"): "the lab's client only when a lab is asked for",
 }
 
 
@@ -297,12 +297,12 @@ def test_the_lazy_import_rule_can_fail() -> None:
 def test_the_import_graph_resolves_names() -> None:
     """`from pkg import mod` reaches the module; a lazy import counts; an import only for type checking does not."""
     graph = import_graph(RUN_IMPORTS)
-    assert {"slurmk8s.lab", "slurmk8s.lab.kubelet"} <= graph["slurmk8s.lab.cluster"]  # from slurmk8s.lab import kubelet
-    assert "slurmk8s.kube.cluster" in graph["slurmk8s.actions.cluster"]  # inside connect()
+    assert {"slurmk8s.lab", "slurmk8s.lab.kubelet"} <= graph["slurmk8s.lab.lifecycle"]  # from slurmk8s.lab import kubelet
+    assert "slurmk8s.kube.kubecluster" in graph["slurmk8s.actions.interface"]  # inside connect()
     assert "slurmk8s.render.k8s" in graph["slurmk8s.render"]  # the package above a module it imports
     assert "slurmk8s.render" not in graph["slurmk8s.render.slurmfiles"]  # its own package: already running
-    assert "slurmk8s.lab.cluster" in MODULES["slurmk8s.lab.runtime"][0]
-    assert "slurmk8s.lab.cluster" not in graph["slurmk8s.lab.runtime"]  # under `if TYPE_CHECKING:`
+    assert "slurmk8s.lab.lifecycle" in MODULES["slurmk8s.lab.runtime"][0]
+    assert "slurmk8s.lab.lifecycle" not in graph["slurmk8s.lab.runtime"]  # under `if TYPE_CHECKING:`
 
 
 def test_the_rules_see_imports() -> None:

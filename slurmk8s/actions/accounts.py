@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from slurmk8s.actions.cluster import header
+from slurmk8s.actions.interface import header
 from slurmk8s.errors import ClusterError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.model import Profile

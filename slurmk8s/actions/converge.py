@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.actions.cluster import Cluster, PoolCluster
+from slurmk8s.actions.interface import Cluster, PoolCluster
 from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, own_drains, pool_segments,
                                     wait_power_down_settled)
 from slurmk8s.errors import ClusterError

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import yaml
 
-from slurmk8s.actions.cluster import header
+from slurmk8s.actions.interface import header
 from slurmk8s.actions.converge import drain_dropped, into_range
 from slurmk8s.actions.secrets import secret_factory
 from slurmk8s.actions.up import day_two_of_plan, summary_line

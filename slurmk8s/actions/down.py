@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from slurmk8s.actions.cluster import header
+from slurmk8s.actions.interface import header
 from slurmk8s.actions.render import render_file
 from slurmk8s.errors import UsageError
 from slurmk8s.kube.teardown import DELETED, WOULD_DELETE

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.lab import cluster, sandbox
+from slurmk8s.lab import lifecycle, sandbox
 from slurmk8s.lab.errors import LabError, LabUnavailable
 from slurmk8s.lab.supervisor import FAILED, READY
 from slurmk8s.lab.verify import Check, run_checks
@@ -17,7 +17,7 @@ from slurmk8s.lab.verify import Check, run_checks
 
 def supervisor_log(lab_id: str) -> Path:
     """Where the `lab up` supervisor writes (kept after a failure, removed by `lab down`)."""
-    return cluster.LAB_ROOT / f"{lab_id}.supervisor.log"
+    return lifecycle.LAB_ROOT / f"{lab_id}.supervisor.log"
 
 
 def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = print,
@@ -29,9 +29,9 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
     """
     bundle = render_file(profile)
     sandbox.preflight()
-    cluster.check_lab_version(bundle.version)  # refused here, before anything starts
-    lab_id = cluster.lab_id_of(bundle)
-    cluster.down(lab_id)
+    lifecycle.check_lab_version(bundle.version)  # refused here, before anything starts
+    lab_id = lifecycle.lab_id_of(bundle)
+    lifecycle.down(lab_id)
     log_path = supervisor_log(lab_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -55,7 +55,7 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
         if proc.poll() is not None:
             raise LabError(f"the lab supervisor exited {proc.returncode}; see {log_path}")
         if time.monotonic() - started > deadline_s:
-            cluster.down(lab_id)
+            lifecycle.down(lab_id)
             raise LabError(f"the lab did not boot within {deadline_s:.0f} s; see {log_path}")
         time.sleep(0.1)
 
@@ -63,13 +63,13 @@ def lab_up(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = 
 def lab_exec(profile: str, argv: list[str], pod: str | None = None, container: str | None = None):
     """Run a command in the running lab of this profile (default pod: login, else controller)."""
     bundle = render_file(profile)
-    return cluster.exec_in_lab(cluster.lab_id_of(bundle), argv, pod, timeout=3600, container=container)
+    return lifecycle.exec_in_lab(lifecycle.lab_id_of(bundle), argv, pod, timeout=3600, container=container)
 
 
 def lab_down(profile: str) -> list[str]:
     """Tear the profile's lab down; what could not be removed (empty when clean)."""
-    lab_id = cluster.lab_id_of(render_file(profile))
-    left = cluster.down(lab_id)
+    lab_id = lifecycle.lab_id_of(render_file(profile))
+    left = lifecycle.down(lab_id)
     if not left:
         supervisor_log(lab_id).unlink(missing_ok=True)
     return left
@@ -78,12 +78,12 @@ def lab_down(profile: str) -> list[str]:
 def lab_verify(profile: str, rootfs_cache: str | None, log: Callable[[str], None] = print) -> list[Check]:
     """Boot, run the smoke suite, tear down; the checks (teardown included) in order."""
     bundle = render_file(profile)
-    lab_id = cluster.lab_id_of(bundle)
+    lab_id = lifecycle.lab_id_of(bundle)
     try:
-        lab = cluster.boot(bundle, Path(rootfs_cache) if rootfs_cache else None, log=log)
+        lab = lifecycle.boot(bundle, Path(rootfs_cache) if rootfs_cache else None, log=log)
         results = run_checks(lab, bundle)
     finally:
-        left = cluster.down(lab_id)
+        left = lifecycle.down(lab_id)
     left += sandbox.leftovers(lab_id)
     results.append(Check("teardown leaves nothing", not left, "; ".join(left) or "no process, netns, link, mount or cgroup left"))
     return results

@@ -13,7 +13,7 @@ import time
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.actions.cluster import header
+from slurmk8s.actions.interface import header
 from slurmk8s.errors import ClusterError, FieldError, ProfileError, UsageError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.progress import Progress

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from slurmk8s.actions.cluster import PoolCluster
+from slurmk8s.actions.interface import PoolCluster
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.files import read_profile
 from slurmk8s.podside import nodestate

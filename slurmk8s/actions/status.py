@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.actions.cluster import header
+from slurmk8s.actions.interface import header
 from slurmk8s.actions.diff import format_document
 from slurmk8s.actions.render import render_file
 from slurmk8s.actions.slurmview import SlurmView, format_table, format_view, read_view, view_document

@@ -9,7 +9,7 @@ from typing import Callable, TextIO
 
 from slurmk8s import naming
 from slurmk8s.actions.accounts import apply_accounts, run_in_controller
-from slurmk8s.actions.cluster import Cluster, header
+from slurmk8s.actions.interface import Cluster, header
 from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
 from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, explain, reconfigure_in_place
 from slurmk8s.actions.rollout import check_upgrade, roll_pools, upgrade_slurmdbd_first, waiting_pods

@@ -1,4 +1,4 @@
-"""A running lab as the pool part of a cluster (actions/cluster.py PoolCluster), for `slurmk8s scale --lab`:
+"""A running lab as the pool part of a cluster (actions/interface.py PoolCluster), for `slurmk8s scale --lab`:
 its statefulsets/scale API and its controller pod."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ssl
 import urllib.request
 
 from slurmk8s import naming
-from slurmk8s.lab.cluster import exec_in_lab, lab_id_of, load_state
+from slurmk8s.lab.lifecycle import exec_in_lab, lab_id_of, load_state
 from slurmk8s.lab.errors import LabError
 from slurmk8s.render import Bundle
 

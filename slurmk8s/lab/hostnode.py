@@ -17,7 +17,7 @@ from typing import Callable
 
 from slurmk8s.lab import rootfs, sandbox
 from slurmk8s.lab.adapt import Adaptation, host_fence_adaptation, v1_cgroup_conf
-from slurmk8s.lab.cluster import CLIENT_PATH, Lab
+from slurmk8s.lab.lifecycle import CLIENT_PATH, Lab
 from slurmk8s.lab.errors import LabError
 from slurmk8s.lab.files import write_file
 

@@ -24,7 +24,7 @@ from slurmk8s.lab.errors import LabError
 from slurmk8s.lab.plan import Container, Pod, Probe
 
 if TYPE_CHECKING:
-    from slurmk8s.lab.cluster import Lab
+    from slurmk8s.lab.lifecycle import Lab
 
 INIT_DEADLINE_S = 60
 READY_DEADLINE_S = 60

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from slurmk8s.errors import SlurmK8sError
-from slurmk8s.lab import cluster
+from slurmk8s.lab import lifecycle
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
 
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        lab = cluster.boot(render(read_profile(profile)), cache, log=lambda line: print(line, flush=True))
+        lab = lifecycle.boot(render(read_profile(profile)), cache, log=lambda line: print(line, flush=True))
     except SlurmK8sError as e:
         print(f"{FAILED}: {e}", flush=True)
         return e.exit_code

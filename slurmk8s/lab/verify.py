@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.lab.cluster import Lab
+from slurmk8s.lab.lifecycle import Lab
 from slurmk8s.lab.errors import LabError
 from slurmk8s.lab.plan import Pod, max_replicas, pod_for, workloads
 from slurmk8s.render import Bundle

@@ -21,7 +21,7 @@ from slurmk8s.lab.files import write_file
 from slurmk8s.lab.plan import Pod, Volume, dns_names, workloads
 
 if TYPE_CHECKING:
-    from slurmk8s.lab.cluster import Lab
+    from slurmk8s.lab.lifecycle import Lab
 
 
 def materialise_secrets(lab: Lab) -> None:

@@ -37,7 +37,7 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
     "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
     "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
     "SlurmctldParameters", "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
-    "PrologSlurmctld", "EpilogSlurmctld",  # the busy marks (render/k8s/rollout.py)
+    "PrologSlurmctld", "EpilogSlurmctld",  # the busy marks (render/k8s/podreplacement.py)
     # spec.scheduling
     "SchedulerType", "SchedulerParameters", "PriorityType", "PriorityWeightFairshare", "PriorityWeightAge",
     "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS", "PriorityDecayHalfLife",

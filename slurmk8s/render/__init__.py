@@ -8,10 +8,9 @@ from slurmk8s.render import hostfiles
 from slurmk8s.render.apirules import refuse_api_violations
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
-    accounting, accounts, cluster, controller, health, identity, keda, login, metrics, podextras, power,
-    restapi, security, sidebyside, upgradecheck, volumes, workers,
+    accounting, accounts, clusterwide, controller, health, identity, keda, login, metrics, podextras, podreplacement,
+    power, restapi, security, sidebyside, upgradecheck, volumes, workers,
 )
-from slurmk8s.render.k8s import rollout as k8s_rollout  # not `rollout`: that is podside/rollout.py, the hook
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
 from slurmk8s.render.restarts import CLIENT, CONTROLLER, SLURMD, restart_settings, slurmd_start_files
@@ -35,7 +34,7 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
 
 def render(profile: Profile) -> Bundle:
     """Every Kubernetes object and Slurm file of a cluster, in apply order."""
-    files = k8s_rollout.with_busy_marking(profile, render_slurm_files(profile))
+    files = podreplacement.with_busy_marking(profile, render_slurm_files(profile))
     dbd_conf = render_slurmdbd_conf(profile)
     slurm_hash = config_hash(files, profile.auth)
     # Login and slurmd pods follow the identity ConfigMap without a restart (render/k8s/identity.py). slurmctld,
@@ -63,12 +62,12 @@ def render(profile: Profile) -> Bundle:
     if profile.restapi_enabled:
         components.append(naming.RESTAPI)
 
-    objects: list[dict] = [cluster.build_namespace(profile)]
+    objects: list[dict] = [clusterwide.build_namespace(profile)]
     objects += [service_account(profile, c) for c in naming.COMPONENTS if c in components]
     elastic = bool(power.elastic_pools(profile))
     if elastic:
         objects += [power.build_role_power(profile), power.build_rolebinding_power(profile)]
-    objects.append(cluster.build_configmap_slurm(profile, files))
+    objects.append(clusterwide.build_configmap_slurm(profile, files))
     if identity_map:
         objects.append(identity_map)
     if elastic:
@@ -95,17 +94,17 @@ def render(profile: Profile) -> Bundle:
     if profile.restapi_enabled:
         objects.append(restapi.build_service_restapi(profile))
     if profile.network_policy:
-        objects.append(cluster.build_networkpolicy_slurm(profile))
+        objects.append(clusterwide.build_networkpolicy_slurm(profile))
         if embedded_db:
-            objects.append(cluster.build_networkpolicy_database(profile))
+            objects.append(clusterwide.build_networkpolicy_database(profile))
         if profile.login.replicas:
-            objects.append(cluster.build_networkpolicy_login(profile))
+            objects.append(clusterwide.build_networkpolicy_login(profile))
         if profile.restapi_enabled:
-            objects.append(cluster.build_networkpolicy_restapi(profile))
+            objects.append(clusterwide.build_networkpolicy_restapi(profile))
     objects += metrics.build_metrics_objects(profile)  # Service, policy, monitor, dashboard (spec.metrics)
-    objects += k8s_rollout.build_busy_objects(profile)
+    objects += podreplacement.build_busy_objects(profile)
     objects += health.build_node_reader(profile)
-    objects += [pdb for p in profile.pools for pdb in k8s_rollout.build_pdbs_pool(profile, p)]
+    objects += [pdb for p in profile.pools for pdb in podreplacement.build_pdbs_pool(profile, p)]
     if embedded_db:
         objects.append(accounting.build_statefulset_database(profile))
     if acc.enabled:
@@ -121,7 +120,7 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, snapshot_client_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
 
-    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, k8s_rollout.with_rollout_fields(profile, o)))
+    objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, podreplacement.with_rollout_fields(profile, o)))
                for o in objects]
     hooks = [security.with_scan_annotations(podextras.with_pod_settings(profile, accounts.build_job_accounts(profile, slurm_hash)))] \
         if manages_accounts(profile) else []
@@ -131,7 +130,7 @@ def render(profile: Profile) -> Bundle:
         templates = [o["spec"]["template"] for o in objects if o["kind"] == "StatefulSet"
                      and o["metadata"]["labels"].get(naming.LABEL_COMPONENT) == naming.WORKER]
         hooks += [security.with_scan_annotations(podextras.with_pod_settings(profile, h))
-                  for h in k8s_rollout.build_hooks_rollout(profile, templates, files)]
+                  for h in podreplacement.build_hooks_rollout(profile, templates, files)]
     hooks = [named_by_content(h) for h in hooks]
     refuse_api_violations(profile, objects + hooks)  # also run by `validate`, which renders
     out_files = dict(files)

@@ -60,7 +60,7 @@ def up(kubeconfig):
         options.setdefault("wait", exec_fn is not None)
         up_options = UpOptions(**options)
         cluster = stub_cluster(kubeconfig, exec_fn, verbose=up_options.verbose, timeout=up_options.timeout,
-                               pool_size=max(up_options.workers, 4) * 2)  # as actions.cluster.connect sizes it for up
+                               pool_size=max(up_options.workers, 4) * 2)  # as actions.interface.connect sizes it for up
         plan = run_up(profile, cluster, up_options, echo=lines.append, progress=lines.append)
         return plan, lines
     return run

@@ -1,4 +1,4 @@
-"""The Kubernetes client actions take (kube.cluster.KubeCluster), pointed at the API stub.
+"""The Kubernetes client actions take (kube.kubecluster.KubeCluster), pointed at the API stub.
 
 The stub serves no exec: a test that lets an action run Slurm commands passes `slurm`
 (argv -> stdout), which answers for slurmctld's pod.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from slurmk8s.kube.cluster import KubeCluster
+from slurmk8s.kube.kubecluster import KubeCluster
 
 
 class StubCluster(KubeCluster):

@@ -232,7 +232,7 @@ def test_dry_run_after_a_change_shows_the_change_and_writes_nothing(stub, up, ed
 
 def test_diff_prints_a_unified_diff_of_the_change(stub, up, kubeconfig, edited_profile):
     from slurmk8s.actions.diff import run_diff
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     up(KIND_DEV)
     lines: list[str] = []
     run_diff(edited_profile(KIND_DEV, lambda p: p["spec"]["pools"][0].update(tolerations=[{"operator": "Exists"}])),
@@ -324,7 +324,7 @@ def test_waits_for_slurm_after_applying(stub, up):
 
 def test_secrets_create_makes_only_secrets_and_the_namespace(stub, kubeconfig):
     from slurmk8s.actions.secrets import run_secrets_create
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     out: list[str] = []
     run_secrets_create(KIND_DEV, KubeCluster(kubeconfig), echo=out.append)
     assert out[-1] == "secrets in slurm: 3 created, 0 kept as they were"

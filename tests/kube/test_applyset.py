@@ -78,7 +78,7 @@ def test_a_scaled_object_the_profile_dropped_is_pruned(stub, up, edited_profile)
 
 def test_down_deletes_the_scaled_object_too(stub, up, kubeconfig):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     up(GPU_IB)
     lines: list[str] = []
     plan = run_down(GPU_IB, KubeCluster(kubeconfig), wait=False, echo=lines.append)

@@ -1,4 +1,4 @@
-"""Actions reach a cluster only through the client they are given (actions/cluster.py), as helm's actions
+"""Actions reach a cluster only through the client they are given (actions/interface.py), as helm's actions
 hold a kube.Interface: Kubernetes serves all of it, the lab its pool part, and a fake can stand in."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from conftest import GPU_IB, KIND_DEV
 
 from slurmk8s.actions.accounts import run_accounts_apply
-from slurmk8s.actions.cluster import Cluster, PoolCluster, connect
+from slurmk8s.actions.interface import Cluster, PoolCluster, connect
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.cluster import KubeCluster
+from slurmk8s.kube.kubecluster import KubeCluster
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.profile.files import read_profile
 from slurmk8s.podside.sacctmgr import fresh_tree

@@ -15,7 +15,7 @@ MUNGE_IMAGES = {"registry": "registry.example.org/hpc", "tag": "26.05-munge"}
 
 def diff_lines(kubeconfig, profile: str) -> list[str]:
     from slurmk8s.actions.diff import run_diff
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     lines: list[str] = []
     run_diff(profile, KubeCluster(kubeconfig), echo=lines.append)
     return lines

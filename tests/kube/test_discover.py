@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from slurmk8s.kube.cluster import KubeCluster
+from slurmk8s.kube.kubecluster import KubeCluster
 from slurmk8s.actions.topology import discover_topology, domain_name, run_discover
 from slurmk8s.errors import UsageError
 from slurmk8s.profile.loader import load_profile

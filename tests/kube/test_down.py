@@ -29,7 +29,7 @@ def running(stub, up):
 
 def down(kubeconfig, **options):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     out: list[str] = []
     options.setdefault("interactive", False)
     plan = run_down(KIND_DEV, KubeCluster(kubeconfig), echo=out.append, **options)

@@ -176,7 +176,7 @@ def test_dry_run_says_which_nodes_a_lowered_max_would_drain(stub, up, kubeconfig
 
 def test_diff_says_what_up_would_do_to_a_pool_outside_a_changed_range(stub, up, kubeconfig, edited_profile):
     from slurmk8s.actions.diff import run_diff
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     up(KIND_DEV)
     power_saving_scales(kubeconfig, 4)
     stub.reset_log()
@@ -258,7 +258,7 @@ def test_up_hands_a_drained_node_whose_pod_is_gone_back_to_power_saving(stub, up
 def test_per_leaf_scaled_objects_target_real_statefulsets_and_are_pruned_and_deleted(stub, up, kubeconfig,
                                                                                      edited_profile):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     topology = str(Path(KIND_DEV).with_name("kind-topology.yaml"))
     keda = {"serverAddress": "http://prom:9090", "query": "sum(slurm_partition_jobs_pending)", "threshold": "1"}
     # a KEDA trigger needs a metric source: Slurm's own metrics (the Service only, no monitor CRD)

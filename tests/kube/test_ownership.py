@@ -27,7 +27,7 @@ def writes(stub):
 
 def down(kubeconfig, profile=KIND_DEV, **options):
     from slurmk8s.actions.down import run_down
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     out: list[str] = []
     run_down(profile, KubeCluster(kubeconfig), echo=out.append, interactive=False, wait=False, **options)
     return out
@@ -57,7 +57,7 @@ def test_up_refuses_a_configmap_someone_else_made_and_writes_nothing(stub, up):
 
 def test_diff_reports_the_foreign_object_as_a_conflict(stub, kubeconfig):
     from slurmk8s.actions.diff import run_diff
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     stub.seed(CONFIGMAPS, THEIRS, managers=("kubectl-create",))
     stub.seed(f"/api/v1/namespaces", {"metadata": {"name": "slurm"}}, managers=("kubectl-create",))
     with pytest.raises(ClusterError, match="ConfigMap/dev-login-config exists in namespace slurm but was not created"):

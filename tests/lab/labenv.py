@@ -35,7 +35,7 @@ def boot_or_skip(profile_path):
     import pytest
 
     from slurmk8s.profile.files import read_profile
-    from slurmk8s.lab import cluster
+    from slurmk8s.lab import lifecycle
     from slurmk8s.render import render
 
     bundle = render(read_profile(profile_path))
@@ -43,18 +43,18 @@ def boot_or_skip(profile_path):
     if reason:
         pytest.skip(reason)
     try:
-        return cluster.boot(bundle, log=lambda line: None), bundle
+        return lifecycle.boot(bundle, log=lambda line: None), bundle
     except BaseException:
-        cluster.down(cluster.lab_id_of(bundle))  # its logs are in the error already
+        lifecycle.down(lifecycle.lab_id_of(bundle))  # its logs are in the error already
         raise
 
 
 def down_and_check_clean(lab) -> None:
     """Tear the lab down and assert nothing of it is left (processes, netns, links, mounts, cgroups, files)."""
-    from slurmk8s.lab import cluster
+    from slurmk8s.lab import lifecycle
 
     shutil.rmtree(LOGS / lab.lab_id, ignore_errors=True)
-    left = cluster.down(lab.lab_id, keep_logs=LOGS / lab.lab_id)
+    left = lifecycle.down(lab.lab_id, keep_logs=LOGS / lab.lab_id)
     assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
     assert list((LOGS / lab.lab_id).glob("*/slurmctld.log")), f"no slurmctld log kept in {LOGS / lab.lab_id}"
-    assert not cluster.lab_dir_of(lab.lab_id).exists()
+    assert not lifecycle.lab_dir_of(lab.lab_id).exists()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s import naming
-from slurmk8s.lab import cluster
+from slurmk8s.lab import lifecycle
 
 import slurmfacts
 from labenv import boot_or_skip, down_and_check_clean
@@ -63,7 +63,7 @@ def pool_pods(lab) -> list:
 
 def slurmd_pids(lab) -> dict[str, int]:
     """pod -> pid of its slurmd container's process (what the kubelet would see restart)."""
-    pods = cluster.load_state(lab.lab_id)["pods"]
+    pods = lifecycle.load_state(lab.lab_id)["pods"]
     return {p.name: pods[p.name]["containers"]["slurmd"] for p in pool_pods(lab)}
 
 
@@ -97,7 +97,7 @@ def test_a_partition_edit_reaches_every_configless_slurmd_without_a_restart(boot
              deadline_s=60)
     for pod in pool_pods(lab):
         wait_for(f"{pod.name}'s configless slurm.conf to have the edit",
-                 lambda: f"MaxTime={NEW_MAX_TIME}" in cluster.exec_in_lab(
+                 lambda: f"MaxTime={NEW_MAX_TIME}" in lifecycle.exec_in_lab(
                      lab.lab_id, ["cat", "/run/slurm/conf/slurm.conf"], pod=pod.name).stdout, deadline_s=60)
     assert slurmd_pids(lab) == pids and all(os.path.exists(f"/proc/{pid}") for pid in pids.values())
     assert job_state(lab, job) == "RUNNING"
@@ -118,14 +118,14 @@ def test_the_prestop_hook_marks_the_node_down_and_the_next_start_resumes_it(boot
     wait_for(f"{pod.slurm_node} to be idle", lambda: slurmfacts.node_states(lab)[pod.slurm_node] == "idle",
              deadline_s=60)
 
-    stop = cluster.exec_in_lab(lab.lab_id, hooks["preStop"]["exec"]["command"], pod=pod.name, timeout=60)
+    stop = lifecycle.exec_in_lab(lab.lab_id, hooks["preStop"]["exec"]["command"], pod=pod.name, timeout=60)
     assert stop.returncode == 0, stop.stderr
     info = slurmfacts.node(lab, pod.slurm_node)
     assert info["State"].startswith("DOWN"), info
     assert "pod stopping" in slurmfacts.run(lab, "scontrol", "show", "node", pod.slurm_node)
 
     lab.restart_container(pod.name, "slurmd")
-    start = cluster.exec_in_lab(lab.lab_id, hooks["postStart"]["exec"]["command"], pod=pod.name, timeout=200)
+    start = lifecycle.exec_in_lab(lab.lab_id, hooks["postStart"]["exec"]["command"], pod=pod.name, timeout=200)
     assert start.returncode == 0, start.stderr
     wait_for(f"{pod.slurm_node} to be idle again", lambda: slurmfacts.node_states(lab)[pod.slurm_node] == "idle",
              deadline_s=60)

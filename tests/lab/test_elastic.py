@@ -15,7 +15,7 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.actions.converge import resume_own_drains
 from slurmk8s.actions.scale import DRAIN_REASON, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
-from slurmk8s.lab import cluster, sandbox, verify
+from slurmk8s.lab import lifecycle, sandbox, verify
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.render import render
 
@@ -36,7 +36,7 @@ def lab():
     reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
-    booted = cluster.boot(bundle, log=lambda line: None)
+    booted = lifecycle.boot(bundle, log=lambda line: None)
     booted.publish_admin_access()
     yield booted
     assert booted.down() == [] and sandbox.leftovers(booted.lab_id) == []
@@ -98,7 +98,7 @@ def controller_log(lab) -> str:
 def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):
     if lab.scale_of(STS)[0] < 3:
         lab.scale(STS, 3)
-        cluster.wait_nodes_idle(lab)
+        lifecycle.wait_nodes_idle(lab)
     # SuspendTime 30 s plus Slurm's power-save polling; the pods stop after the SuspendProgram's patch.
     seen = wait_for("cpu-1 and cpu-2 suspended by Slurm and their pods stopped",
                     lambda: (lab.scale_of(STS), pods_running(lab), slurmfacts.node_states(lab)),
@@ -111,7 +111,7 @@ def test_idle_nodes_are_suspended_after_suspend_time_and_their_pods_stop(lab):
 
 def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_then_run_jobs(lab):
     scale(lab, 3, log=lambda line: None)
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     # Slurm powers cpu-1 and cpu-2 down now: its SuspendProgram stops their pods, and the nodes stay
     # POWERING_DOWN for SuspendTimeout (10 s here). A slurmd that registers meanwhile is overruled.
     slurm(lab, ["scontrol", "update", "nodename=cpu-[1-2]", "state=power_down"])
@@ -120,7 +120,7 @@ def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_the
     assert lines[0].startswith("pool cpu: waiting for Slurm to finish powering down cpu-"), lines
     # read after the SuspendProgram had taken the pool down
     assert lines[-1] == "pool cpu: 1 -> 3 replicas", f"{lines}; scale API calls {lab.api.calls}; {slurmfacts.node_states(lab)}"
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     job = verify.submit(lab, "-N2", "-w", "cpu-[1-2]", "--wrap", "srun hostname")
     state = verify.wait_state(lab, job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"}, deadline_s=60)
     assert state == "COMPLETED", f"job {job} {state}: {slurmfacts.node_states(lab)}"
@@ -130,7 +130,7 @@ def test_scaling_up_while_slurm_powers_nodes_down_waits_for_it_and_the_nodes_the
 
 def test_scale_down_waits_for_the_job_on_the_highest_node(lab):
     scale(lab, 3, log=lambda line: None)
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 8")
     assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
     recording = RecordingLab()
@@ -154,7 +154,7 @@ def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
     lab's statefulsets/scale stand-in is what this step reads.
     """
     scale(lab, 3, log=lambda line: None)
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     job = verify.submit(lab, "-w", "cpu-2", "--wrap", "sleep 300")
     assert verify.wait_state(lab, job, {"RUNNING"}, deadline_s=30) == "RUNNING"
     with pytest.raises(ClusterError, match=r"^pool cpu: jobs still running on cpu-1,cpu-2 after 1 s"):
@@ -174,7 +174,7 @@ def test_up_resumes_the_drains_an_unfinished_scale_down_left_and_no_other(lab):
     finally:
         slurm(lab, ["scancel", job])
         slurm(lab, ["scontrol", "update", "nodename=cpu-0", "state=resume"])
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     # A scale that died after it removed cpu-2's pod, before it handed the node back: drained, no pod.
     slurm(lab, ["scontrol", "update", "nodename=cpu-2", "state=drain", f"reason={DRAIN_REASON}"])
     LabCluster().set_replicas(lab.bundle, STS, 2)
@@ -194,7 +194,7 @@ def test_the_cli_scales_the_labs_pool_through_the_client_it_builds(lab):
 
     assert re.fullmatch(r"pool cpu: [123] -> 3 replicas", cli_scale(3))
     assert lab.scale_of(STS)[0] == 3  # read before Slurm's SuspendTime (30 s) can lower it again
-    cluster.wait_nodes_idle(lab)
+    lifecycle.wait_nodes_idle(lab)
     assert cli_scale(1) == "pool cpu: 3 -> 1 replicas; cpu-1,cpu-2 powered down"
     wait_for("elastic-cpu-1 and -2 gone", lambda: (lab.scale_of(STS), pods_running(lab)),
              until=lambda s: s == ((1, 1), ["elastic-cpu-0"]), deadline_s=60)

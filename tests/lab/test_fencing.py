@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.profile.files import read_profile
-from slurmk8s.lab import cluster, hostnode, sandbox, verify
+from slurmk8s.lab import hostnode, lifecycle, sandbox, verify
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.render import render
 
@@ -34,13 +34,13 @@ def fenced():
         pytest.skip(reason)
     shape = profile.side_by_side.shapes[0]
     node = shape.nodes[0]
-    lab = cluster.boot(bundle, log=lambda line: None)
+    lab = lifecycle.boot(bundle, log=lambda line: None)
     try:
         adaptation = hostnode.start_host_node(lab, shape.name, node, shape.gpus, log=lambda line: None)
         _wait_idle(lab, node)
         yield lab, bundle, shape, node, adaptation
     finally:
-        left = cluster.down(lab.lab_id)
+        left = lifecycle.down(lab.lab_id)
         assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from slurmk8s.actions.accounts import apply_accounts
-from slurmk8s.lab import cluster, sandbox
+from slurmk8s.lab import lifecycle, sandbox
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
 
@@ -47,12 +47,12 @@ def lab(ada_key: Path, tmp_path_factory):
     reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
-    booted = cluster.boot(bundle, log=lambda line: None)
+    booted = lifecycle.boot(bundle, log=lambda line: None)
     try:
         apply_accounts(profile, lambda argv: _run3(booted, argv))
         yield booted
     finally:
-        left = cluster.down(booted.lab_id)
+        left = lifecycle.down(booted.lab_id)
     assert left == [] and sandbox.leftovers(booted.lab_id) == [], left
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.profile.files import read_profile
-from slurmk8s.lab import cluster, sandbox, verify
+from slurmk8s.lab import lifecycle, sandbox, verify
 from slurmk8s.lab.errors import LabUnavailable
 
 import slurmfacts
@@ -239,7 +239,7 @@ def _fs_group(lab, pod: str) -> set[int]:
 
 def _running(lab) -> list[tuple[str, str, int]]:
     """(pod, container, pid) of every container process still running."""
-    state = cluster.load_state(lab.lab_id)
+    state = lifecycle.load_state(lab.lab_id)
     return [(pod, c, pid) for pod, info in sorted(state["pods"].items()) for c, pid in info["containers"].items()
             if Path(f"/proc/{pid}").exists() and _status(pid).get("State", "Z")[0] != "Z"]
 
@@ -300,7 +300,7 @@ def test_the_controller_reads_the_service_account_token_through_its_fs_group(boo
     mode, size = done.stdout.split("\n")[:2]
     assert mode == "640 0 401" and int(size) > 0
     # the same user without the fsGroup cannot: it is the group, not root's powers, that lets it read
-    state = cluster.load_state(lab.lab_id)["pods"][pod.name]
+    state = lifecycle.load_state(lab.lab_id)["pods"][pod.name]
     who = dict(state["exec"]["slurmctld"]["identity"], gid=65534, groups=[65534])
     denied = sandbox.run_entered(state["containers"]["slurmctld"], ["cat", token], {"PATH": "/usr/bin:/bin"}, who, 15)
     assert denied.returncode != 0 and "Permission denied" in denied.stderr

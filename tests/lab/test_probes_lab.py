@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s import naming
-from slurmk8s.lab import cluster
+from slurmk8s.lab import lifecycle
 from slurmk8s.lab.plan import Probe
 
 from labenv import boot_or_skip, down_and_check_clean
@@ -33,7 +33,7 @@ def test_a_stopped_daemon_fails_its_probes_and_passes_them_again_once_continued(
             assert c.liveness is not None and (c.liveness.command or c.liveness.path), f"{name}: {c.liveness}"
             tcp = Probe(port=6817 if name == "slurmctld" else 6818, timeout_s=c.liveness.timeout_s)
             assert lab.probe_passes(pod, c, c.liveness) and lab.probe_passes(pod, c, c.readiness)
-            pid = cluster.load_state(lab.lab_id)["pods"][pod.name]["containers"][name]
+            pid = lifecycle.load_state(lab.lab_id)["pods"][pod.name]["containers"][name]
             os.kill(pid, signal.SIGSTOP)
             try:
                 results = {"liveness": lab.probe_passes(pod, c, c.liveness),

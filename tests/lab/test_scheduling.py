@@ -19,7 +19,7 @@ import pytest
 
 from slurmk8s.actions.accounts import apply_accounts, read_tree
 from slurmk8s.profile.files import read_profile
-from slurmk8s.lab import cluster, rootfs, sandbox
+from slurmk8s.lab import lifecycle, rootfs, sandbox
 from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree
 from slurmk8s.podside.sacctmgr import plan_accounts
@@ -55,10 +55,10 @@ def lab():
     reason = lab_unavailable(bundle.version)
     if reason:
         pytest.skip(reason)
-    images = rootfs.resolve({c.image for p in cluster.every_pod(bundle) for c in p.all_containers}, bundle.version,
+    images = rootfs.resolve({c.image for p in lifecycle.every_pod(bundle) for c in p.all_containers}, bundle.version,
                             log=lambda line: None)
     added = {path: _add_users(path) for path in {i.path for i in images.values()}}
-    booted = cluster.boot(bundle, log=lambda line: None)
+    booted = lifecycle.boot(bundle, log=lambda line: None)
     try:
         booted.applied = apply_accounts(profile, lambda argv: _run3(booted, argv))
         booted.profile = profile
@@ -66,7 +66,7 @@ def lab():
         booted.burst = [submit(booted, ALICE, "-p", "cpu", "-N2", "-n4", "--wrap", "sleep 4") for _ in range(2)]
         yield booted
     finally:
-        left = cluster.down(booted.lab_id)
+        left = lifecycle.down(booted.lab_id)
         for root, names in added.items():
             for name in names:
                 subprocess.run(["userdel", "--root", str(root), name], capture_output=True)

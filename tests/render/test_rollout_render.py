@@ -254,7 +254,7 @@ def test_the_busy_program_labels_the_jobs_pods(tmp_path: Path, monkeypatch, verb
 
 
 def test_pod_names_are_pod_name_of_each_ordinal() -> None:
-    """The list built at once (render/k8s/rollout.py's Roles) names the pods as pod_name does."""
+    """The list built at once (render/k8s/podreplacement.py's Roles) names the pods as pod_name does."""
     from slurmk8s import naming
     assert naming.pod_names("c-gpu", 12) == [naming.pod_name("c-gpu", i) for i in range(12)]
     assert naming.pod_names("c-gpu", 0) == []

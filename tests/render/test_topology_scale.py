@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from slurmk8s.actions.cluster import PoolCluster
+from slurmk8s.actions.interface import PoolCluster
 from slurmk8s.actions.scale import pool_range, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.profile.loader import load_profile

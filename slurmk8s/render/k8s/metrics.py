@@ -12,7 +12,7 @@ from __future__ import annotations
 from slurmk8s import naming
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.observe import METRIC_PATHS
-from slurmk8s.render.k8s.cluster import ingress_policy
+from slurmk8s.render.k8s.clusterwide import ingress_policy
 from slurmk8s.render.k8s.common import Obj, meta
 from slurmk8s.render.k8s.dashboard import build_configmap_dashboard
 

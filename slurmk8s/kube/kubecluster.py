@@ -1,4 +1,4 @@
-"""KubeCluster: the Kubernetes side of the interface actions talk through (actions/cluster.py).
+"""KubeCluster: the Kubernetes side of the interface actions talk through (actions/interface.py).
 
 Each method is one of this package's functions bound to one API connection, made on first use:
 a command that refuses its input never reads a kubeconfig.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from slurmk8s import naming
-from slurmk8s.kube import rollout as live
+from slurmk8s.kube import poolpods as live
 from slurmk8s.kube.apply import Plan, apply_bundle, ensure_secrets, refuse_unowned
 from slurmk8s.kube.client import Access, Kube, Obj, connect, dig, request_budget
 from slurmk8s.kube.execpod import exec_in_pod

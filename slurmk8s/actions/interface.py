@@ -1,7 +1,7 @@
 """The one typed interface actions talk to a cluster through, as helm's action.Configuration holds a kube.Interface.
 
 The CLI builds the client with `connect` and passes it in; an action never asks which kind it has.
-kube.cluster.KubeCluster serves all of `Cluster`; lab.access.LabCluster serves `PoolCluster`,
+kube.kubecluster.KubeCluster serves all of `Cluster`; lab.access.LabCluster serves `PoolCluster`,
 the part a lab answers (`scale --lab`). Tests pass fakes. Every method takes the bundle it acts
 on: it names the namespace, the cluster (and so the lab) and the controller pod.
 """
@@ -116,6 +116,6 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, lab: b
     if lab:
         from slurmk8s.lab.access import LabCluster
         return LabCluster()
-    from slurmk8s.kube.cluster import KubeCluster
+    from slurmk8s.kube.kubecluster import KubeCluster
     return KubeCluster(kubeconfig, context, verbose=verbose, timeout=timeout,
                        pool_size=max(workers, 4) * 2 if workers else 16)
