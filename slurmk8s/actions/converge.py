@@ -20,7 +20,7 @@ from typing import Callable
 
 from slurmk8s import naming
 from slurmk8s.actions.interface import Cluster, PoolCluster
-from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, own_drains, pool_segments,
+from slurmk8s.actions.scale import (DRAIN_REASON, drain_and_shrink, elastic_pools, named_pool_segments, own_drains,
                                     wait_power_down_settled)
 from slurmk8s.errors import ClusterError
 from slurmk8s.profile.model import Profile
@@ -40,7 +40,7 @@ def into_range(profile: Profile, bundle: Bundle, cluster: PoolCluster, timeout_s
     """
     end = time.monotonic() + timeout_s
     for pool in elastic_pools(profile):
-        segments = pool_segments(profile, pool)
+        segments = named_pool_segments(profile, pool)
         live = {s.statefulset: cluster.live_replicas(bundle, s.statefulset) for s in segments}
         present = {name: n for name, n in live.items() if n is not None}  # a new StatefulSet is the apply's
         _raise_to_min(pool, segments, present, cluster, bundle, end, timeout_s, poll_s, dry_run, log)
@@ -132,7 +132,7 @@ def resume_own_drains(profile: Profile, bundle: Bundle, cluster: PoolCluster,
     """
     resumed: list[str] = []
     for pool in elastic_pools(profile):
-        running, idle = _nodes_by_pod(cluster, bundle, pool_segments(profile, pool))
+        running, idle = _nodes_by_pod(cluster, bundle, named_pool_segments(profile, pool))
         drained = own_drains(cluster, bundle, running + idle)
         back_up = [n for n in running if n in drained]
         handed_back = [n for n in idle if n in drained]

@@ -21,7 +21,7 @@ from slurmk8s.podside import nodestate
 from slurmk8s.profile.model import Profile
 from slurmk8s.render import Bundle, render
 from slurmk8s.render.topology import Segment
-from slurmk8s.render.topology import pool_segments as model_segments
+from slurmk8s.render.topology import pool_segments
 
 SlurmFn = Callable[[list[str]], str]  # run a Slurm command in the controller; raises on failure
 DRAIN_REASON = "slurmk8s scale: pod will be removed"
@@ -32,10 +32,10 @@ def target(segment: Segment, replicas: int) -> int:
     return max(0, min(segment.slots, replicas - segment.offset))
 
 
-def pool_segments(profile: Profile, pool: str) -> list[Segment]:
-    """The pool's StatefulSets in node order, from the profile model render built them from."""
+def named_pool_segments(profile: Profile, pool: str) -> list[Segment]:
+    """The StatefulSets of the pool named on the command line, in node order (render.topology builds them)."""
     found = next((p for p in profile.pools if p.name == pool), None)
-    segments = model_segments(profile, found) if found else []
+    segments = pool_segments(profile, found) if found else []
     if not segments:
         pools = sorted(p.name for p in profile.pools)
         raise UsageError(f"no pool {pool!r} in cluster {profile.name} (pools: {', '.join(pools)})")
@@ -44,13 +44,13 @@ def pool_segments(profile: Profile, pool: str) -> list[Segment]:
 
 def pool_range(profile: Profile, pool: str) -> tuple[str, int, int]:
     """(first StatefulSet, minReplicas, maxReplicas) of a pool, summed over its StatefulSets."""
-    segments = pool_segments(profile, pool)
+    segments = named_pool_segments(profile, pool)
     return (segments[0].statefulset, sum(s.min_replicas for s in segments), sum(s.slots for s in segments))
 
 
 def elastic_pools(profile: Profile) -> list[str]:
-    """Names of the pools that Slurm sizes (minReplicas < maxReplicas over all their StatefulSets)."""
-    return sorted(p.name for p in profile.pools if pool_range(profile, p.name)[1] < pool_range(profile, p.name)[2])
+    """Names of the pools that Slurm sizes (Pool.elastic)."""
+    return sorted(p.name for p in profile.pools if p.elastic)
 
 
 def checked_segments(profile: Profile, pool: str, replicas: int) -> list[Segment]:
@@ -58,7 +58,7 @@ def checked_segments(profile: Profile, pool: str, replicas: int) -> list[Segment
     _, low, high = pool_range(profile, pool)
     if not low <= replicas <= high:
         raise UsageError(f"pool {pool}: {replicas} is outside minReplicas..maxReplicas ({low}..{high})")
-    return pool_segments(profile, pool)
+    return named_pool_segments(profile, pool)
 
 
 def node_states(cluster: PoolCluster, bundle: Bundle, nodes: list[str]) -> dict[str, nodestate.NodeState]:
