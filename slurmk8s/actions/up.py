@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from slurmk8s import naming
 from slurmk8s.actions.accounts import apply_accounts, run_in_controller
@@ -110,80 +110,147 @@ def wait_live(cluster, bundle, timeout: float, stream: TextIO) -> None:
         live.done(f"{last[0]} (after {time.monotonic() - started:.0f} s)" if last[0] else None)
 
 
-def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
-           progress: Callable[[str], None] | None = None):
-    """Stand up (or update) the profile's cluster; returns the Plan of what was done."""
-    live_wait = progress is None  # the CLI: the wait shows a live line
-    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    profile = read_profile(profile_path, options.namespace)  # once: the profile may come from stdin
+@dataclass
+class UpRun:
+    """What one `up` carries from step to step: the inputs, then what each step found."""
+
+    cluster: Cluster
+    options: UpOptions
+    echo: Callable[[str], None]
+    progress: Callable[[str], None]
+    live_wait: bool  # the CLI: the wait shows a live line
+    profile: Any = None
+    bundle: Any = None
+    live_versions: Any = None
+    day_two: Any = None  # restarts and in-place changes, from a dry-run apply before the writes
+    plan: Any = None
+
+
+def step_render(run: UpRun, profile_path: str) -> None:
+    """Read the profile once (it may come from stdin) and render it."""
+    options = run.options
+    run.profile = read_profile(profile_path, options.namespace)
     if options.images:
-        profile = with_built_images(profile, options.images)
-    bundle = render(profile)
-    verb = "would be" if options.dry_run else ""
-    echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")
+        run.profile = with_built_images(run.profile, options.images)
+    run.bundle = render(run.profile)
+    run.echo(f"{'dry run: ' if options.dry_run else ''}{header(run.bundle, run.cluster)}")
     if options.images:
-        echo(f"  images: {profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
-    quiet = (UNCHANGED, KEPT)
-    live_versions = check_upgrade(cluster, bundle, profile)  # refuses a jump Slurm cannot take, before any write
-    if not options.dry_run:
-        cluster.refuse_unowned(bundle, options.adopt)  # before the writes below, not only the apply's
-        for name in cluster.clear_rolling_update(bundle):
-            echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
-        upgrade_slurmdbd_first(cluster, bundle, live_versions, lambda first: cluster.apply(
-            first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
-            prune=False, adopt=options.adopt), timeout=options.timeout, progress=progress)
+        run.echo(f"  images: {run.profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
+
+
+def step_check_upgrade(run: UpRun) -> None:
+    """Refuse a Slurm version jump Slurm cannot take, before any write."""
+    run.live_versions = check_upgrade(run.cluster, run.bundle, run.profile)
+
+
+def step_prepare(run: UpRun) -> None:
+    """Refuse foreign objects, turn pools OnDelete, and upgrade slurmdbd first when the release changes."""
+    cluster, bundle, options = run.cluster, run.bundle, run.options
+    cluster.refuse_unowned(bundle, options.adopt)  # before the writes below, not only the apply's
+    for name in cluster.clear_rolling_update(bundle):
+        run.echo(f"  StatefulSet/{name} now OnDelete: its pods are replaced by the rollout, drain first")
+    upgrade_slurmdbd_first(cluster, bundle, run.live_versions, lambda first: cluster.apply(
+        first, secret_factory(bundle), workers=options.workers, force_conflicts=options.force_conflicts,
+        prune=False, adopt=options.adopt), timeout=options.timeout, progress=run.progress)
+
+
+def step_preview(run: UpRun) -> None:
+    """Before writing: which pods the change restarts and why, and what Slurm takes in place."""
+    options = run.options
+    preview = run.cluster.apply(run.bundle, secret_factory(run.bundle), workers=options.workers, dry_run=True,
+                                force_conflicts=options.force_conflicts, prune=options.prune, adopt=options.adopt)
+    run.day_two = day_two_of_plan(preview, run.bundle, run.profile.version)
+    for line in run.day_two.lines():
+        run.echo(line)
+
+
+def step_apply(run: UpRun) -> None:
+    """Apply in stages (Secrets created once), say what changed, and the summary line."""
+    cluster, bundle, options = run.cluster, run.bundle, run.options
 
     def pools_into_range() -> None:
         """An elastic pool back into a changed min..max, before any write: pods above a lowered max go
         drained while the running slurm.conf still knows their nodes."""
-        into_range(profile, bundle, cluster, options.timeout, dry_run=options.dry_run, log=echo)
+        into_range(run.profile, bundle, cluster, options.timeout, dry_run=options.dry_run, log=run.echo)
         if options.prune:  # prune would delete their pods, jobs or not
-            drain_dropped(bundle, cluster, options.timeout, dry_run=options.dry_run, log=echo)
+            drain_dropped(bundle, cluster, options.timeout, dry_run=options.dry_run, log=run.echo)
 
-    day_two = None
-    if not options.dry_run:
-        # Before writing: which pods the change restarts and why, and what Slurm takes in place.
-        preview = cluster.apply(bundle, secret_factory(bundle), workers=options.workers, dry_run=True,
-                                force_conflicts=options.force_conflicts, prune=options.prune, adopt=options.adopt)
-        day_two = day_two_of_plan(preview, bundle, profile.version)
-        for line in day_two.lines():
-            echo(line)
-    plan = cluster.apply(bundle, secret_factory(bundle), workers=options.workers,
-                         force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
-                         before_writes=pools_into_range, adopt=options.adopt)
-    for change in plan.changes:
+    run.plan = cluster.apply(bundle, secret_factory(bundle), workers=options.workers,
+                             force_conflicts=options.force_conflicts, dry_run=options.dry_run, prune=options.prune,
+                             before_writes=pools_into_range, adopt=options.adopt)
+    verb = "would be " if options.dry_run else ""
+    for change in run.plan.changes:
         if change.note:
-            echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}: {change.note}")
-        elif options.verbose or change.action not in quiet:
-            echo(f"  {change.ref} {verb + ' ' if verb else ''}{change.action}")
+            run.echo(f"  {change.ref} {verb}{change.action}: {change.note}")
+        elif options.verbose or change.action not in (UNCHANGED, KEPT):
+            run.echo(f"  {change.ref} {verb}{change.action}")
     if options.dry_run:
-        for line in day_two_of_plan(plan, bundle, profile.version).lines():
-            echo(line)
-    echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(plan, len(bundle.secrets)))
-    if options.dry_run:
-        return plan
-    assert day_two is not None  # set above whenever not a dry run
-    if not options.wait:
-        if day_two.slurm_files_changed:
-            echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
-        return plan
-    if live_wait:
-        wait_live(cluster, bundle, options.timeout, sys.stderr)
+        for line in day_two_of_plan(run.plan, bundle, run.profile.version).lines():
+            run.echo(line)
+    run.echo(("dry run, nothing written: " if options.dry_run else "") + summary_line(run.plan, len(bundle.secrets)))
+    if not options.dry_run and not options.wait and run.day_two.slurm_files_changed:
+        run.echo("not waiting: Slurm's config changed; run `up` again (or `scontrol reconfigure`) to apply it in place")
+
+
+def step_wait(run: UpRun) -> None:
+    """Wait until every workload is ready and Slurm answers."""
+    if run.live_wait:
+        wait_live(run.cluster, run.bundle, run.options.timeout, sys.stderr)
     else:
-        cluster.wait_until_usable(bundle, timeout=options.timeout, progress=progress)
-    resume_own_drains(profile, bundle, cluster, log=echo)
-    if day_two.slurm_files_changed:
-        apply_in_place(cluster, bundle, options.timeout, echo)
-    applied = apply_accounts(profile, run_in_controller(cluster, bundle), log=echo)
+        run.cluster.wait_until_usable(run.bundle, timeout=run.options.timeout, progress=run.progress)
+
+
+def step_resume_drains(run: UpRun) -> None:
+    """Resume the nodes an earlier, unfinished scale-down of slurmk8s left drained."""
+    resume_own_drains(run.profile, run.bundle, run.cluster, log=run.echo)
+
+
+def step_reconfigure(run: UpRun) -> None:
+    """Slurm takes a changed slurm.conf in place (`scontrol reconfigure`), no pod restarted."""
+    if run.day_two.slurm_files_changed:
+        apply_in_place(run.cluster, run.bundle, run.options.timeout, run.echo)
+
+
+def step_accounts(run: UpRun) -> None:
+    """The profile's accounts, users and QoS, through sacctmgr in the controller."""
+    applied = apply_accounts(run.profile, run_in_controller(run.cluster, run.bundle), log=run.echo)
     if applied:
-        echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
-    if options.rollout:
-        roll_pools(cluster, bundle, profile, ready_timeout=options.timeout, say=progress)
-    else:
-        waiting = waiting_pods(cluster, bundle)
-        if waiting:
-            echo(f"{waiting} slurmd pod(s) wait for `slurmk8s rollout` (drain, then replace)")
-    echo(f"cluster {bundle.cluster} is ready")
-    for line in login_hint(bundle, bundle.namespace):
-        echo(line)
-    return plan
+        run.echo(f"accounts: {len(applied)} sacctmgr command(s) applied")
+
+
+def step_rollout(run: UpRun) -> None:
+    """Replace stale slurmd pods drain-first (or say how many wait for `slurmk8s rollout`)."""
+    if run.options.rollout:
+        roll_pools(run.cluster, run.bundle, run.profile, ready_timeout=run.options.timeout, say=run.progress)
+        return
+    waiting = waiting_pods(run.cluster, run.bundle)
+    if waiting:
+        run.echo(f"{waiting} slurmd pod(s) wait for `slurmk8s rollout` (drain, then replace)")
+
+
+def step_ready(run: UpRun) -> None:
+    """The closing lines: ready, and how to log in."""
+    run.echo(f"cluster {run.bundle.cluster} is ready")
+    for line in login_hint(run.bundle, run.bundle.namespace):
+        run.echo(line)
+
+
+# After step_apply, in order. A dry run stops after step_apply, --no-wait too.
+WRITES_FIRST = (step_prepare, step_preview)
+AFTER_THE_WAIT = (step_wait, step_resume_drains, step_reconfigure, step_accounts, step_rollout, step_ready)
+
+
+def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
+           progress: Callable[[str], None] | None = None):
+    """Stand up (or update) the profile's cluster as named steps, as kind's create actions run; returns the
+    Plan of what was applied."""
+    run = UpRun(cluster, options, echo, progress or (lambda line: print(line, file=sys.stderr, flush=True)),
+                live_wait=progress is None)
+    step_render(run, profile_path)
+    step_check_upgrade(run)
+    steps = (() if options.dry_run else WRITES_FIRST) + (step_apply,)
+    if not options.dry_run and options.wait:
+        steps += AFTER_THE_WAIT
+    for step in steps:
+        step(run)
+    return run.plan
