@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from slurmk8s.actions.render import render_file
-from slurmk8s.lab import lifecycle, sandbox
+from slurmk8s.lab import lifecycle, sandbox, teardown
 from slurmk8s.lab.errors import LabError, LabUnavailable
 from slurmk8s.lab.supervisor import FAILED, READY
 from slurmk8s.lab.verify import Check, run_checks
@@ -84,6 +84,6 @@ def lab_verify(profile: str, rootfs_cache: str | None, log: Callable[[str], None
         results = run_checks(lab, bundle)
     finally:
         left = lifecycle.down(lab_id)
-    left += sandbox.leftovers(lab_id)
+    left += teardown.leftovers(lab_id)
     results.append(Check("teardown leaves nothing", not left, "; ".join(left) or "no process, netns, link, mount or cgroup left"))
     return results

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from slurmk8s.lab import rootfs, sandbox
+from slurmk8s.lab.hosttools import CGROUP_ROOT
 from slurmk8s.lab.adapt import Adaptation, host_fence_adaptation, v1_cgroup_conf
 from slurmk8s.lab.lifecycle import CLIENT_PATH, Lab
 from slurmk8s.lab.errors import LabError
@@ -50,7 +51,7 @@ def read_fence(slice_text: str) -> HostFence:
 
 def create_fence_groups(node: str, fence: HostFence, node_gpus: tuple[int, ...]) -> list[Path]:
     """slurm_<node> in cpuset, memory and devices (cgroup v1) holding the slice's limits; returns the dirs."""
-    root = sandbox.CGROUP_ROOT
+    root = CGROUP_ROOT
     cpuset, memory, devices = (root / c / f"slurm_{node}" for c in ("cpuset", "memory", "devices"))
     for d in (cpuset, memory, devices):
         d.mkdir(exist_ok=True)

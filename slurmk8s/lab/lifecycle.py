@@ -3,9 +3,9 @@
 A lab outlives the command that booted it (daemons run in their own sessions); what a
 later `lab exec` / `lab down` needs is kept in the lab's one state file (state.py).
 
-The parts, as kind splits its providers: sandbox.py (namespaces) and volumes.py (mounts),
-runtime.py (processes, probes, exec, waits), scaleapi.py (the one Kubernetes API the lab
-answers), state.py (the state file). This module boots, scales and tears down a whole lab.
+The parts, as kind splits its providers: sandbox.py (namespaces), teardown.py (their removal),
+volumes.py (mounts), runtime.py (processes, probes, exec, waits), scaleapi.py (the one Kubernetes
+API the lab answers), state.py (the state file). This module boots, scales and tears down a whole lab.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from slurmk8s import debian, naming
-from slurmk8s.lab import kubelet, runtime, sandbox
+from slurmk8s.lab import kubelet, runtime, sandbox, teardown
 from slurmk8s.lab import rootfs as rootfs_mod
 from slurmk8s.lab import state as lab_state
 from slurmk8s.lab.adapt import (
@@ -92,7 +92,7 @@ class Lab:
 
     def __post_init__(self) -> None:
         self.runtime = runtime.ContainerRuntime(self, self.clock)
-        self.state_file = lab_state.StateFile(self.lab_id, sandbox.STATE_DIR)  # the network writes it too
+        self.state_file = lab_state.StateFile(self.lab_id)  # the network writes it too
         self._scale_lock = threading.Lock()  # one scale at a time, as one StatefulSet controller
         self._pods_lock = threading.Lock()  # writers of self.pods
         # Stable sandbox index (and so IP) per possible pod, pool members up to their ceiling.
@@ -307,7 +307,7 @@ def boot(bundle: Bundle, cache_dir: Path | None = None, log: Callable[[str], Non
     pods = pods_of(bundle)
     templates = every_pod(bundle)
     members = {pod_for(bundle, w, i).slurm_node for w in workloads(bundle) for i in range(max_replicas(w))}
-    sharing = sandbox.labs_sharing_cgroups(lab_id, members - {None})
+    sharing = teardown.labs_sharing_cgroups(lab_id, members - {None})
     if sharing:
         other, nodes = min(sharing.items())
         raise LabError(f"lab {other} is up with Slurm nodes of the same names ({', '.join(nodes)}): two labs would "
@@ -376,7 +376,7 @@ def down(lab_id: str, keep_logs: Path | None = None) -> list[str]:
     api = _SERVED_APIS.pop(lab_id, None)
     if api is not None:  # its socket on the lab's gateway would outlive the bridge and block the next lab there
         api.stop()
-    left = sandbox.teardown(lab_id)
+    left = teardown.teardown(lab_id)
     if keep_logs is not None:
         save_logs(lab_id, keep_logs)
     if not left:
@@ -399,7 +399,7 @@ def save_logs(lab_id: str, target: Path) -> list[Path]:
 def _stop_supervisor(lab_id: str, deadline_s: float = 60) -> None:
     """SIGTERM the `lab up` supervisor of this lab (not ourselves) and wait for it to finish its teardown."""
     try:
-        saved = lab_state.read_section(lab_id, lab_state.LAB, sandbox.STATE_DIR, legacy_lab_dir=lab_dir_of(lab_id))
+        saved = lab_state.read_section(lab_id, lab_state.LAB, legacy_lab_dir=lab_dir_of(lab_id))
     except (OSError, ValueError):
         return
     pid = (saved or {}).get("supervisor")

@@ -10,8 +10,10 @@ section as the whole file and the lab section in <lab dir>/lab.json; both are st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -22,11 +24,19 @@ STATE_DIR = Path("/run/slurmk8s/labs")
 LAB_ROOT = Path("/var/lib/slurmk8s/labs")  # each lab's files (pods' volumes, logs, secrets)
 SANDBOX, LAB = "sandbox", "lab"
 LEGACY_LAB_FILE = "lab.json"
+_LAB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 def lab_id_of(bundle: Bundle) -> str:
     """One lab per cluster name on a machine."""
     return f"lab-{bundle.cluster}"[:40]
+
+
+def lab_prefix(lab_id: str) -> str:
+    """Prefix of every netns and link of a lab: 'sk' + 6 hex digits of the id's hash."""
+    if not _LAB_ID.match(lab_id):
+        raise LabError(f"lab id {lab_id!r}: expected lowercase letters, digits and '-', at most 63")
+    return "sk" + hashlib.sha1(lab_id.encode()).hexdigest()[:6]
 
 
 def lab_dir_of(lab_id: str) -> Path:

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from slurmk8s.lab import rootfs, sandbox
+from slurmk8s.lab import rootfs, sandbox, teardown
 from slurmk8s.lab.errors import LabUnavailable
 
 
@@ -55,6 +55,6 @@ def down_and_check_clean(lab) -> None:
 
     shutil.rmtree(LOGS / lab.lab_id, ignore_errors=True)
     left = lifecycle.down(lab.lab_id, keep_logs=LOGS / lab.lab_id)
-    assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
+    assert left == [] and teardown.leftovers(lab.lab_id) == [], left
     assert list((LOGS / lab.lab_id).glob("*/slurmctld.log")), f"no slurmctld log kept in {LOGS / lab.lab_id}"
     assert not lifecycle.lab_dir_of(lab.lab_id).exists()

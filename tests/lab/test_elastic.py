@@ -15,7 +15,7 @@ from slurmk8s.profile.files import read_profile
 from slurmk8s.actions.converge import resume_own_drains
 from slurmk8s.actions.scale import DRAIN_REASON, scale_pool
 from slurmk8s.errors import ClusterError, UsageError
-from slurmk8s.lab import lifecycle, sandbox, verify
+from slurmk8s.lab import lifecycle, teardown, verify
 from slurmk8s.lab.access import LabCluster
 from slurmk8s.render import render
 
@@ -39,7 +39,7 @@ def lab():
     booted = lifecycle.boot(bundle, log=lambda line: None)
     booted.publish_admin_access()
     yield booted
-    assert booted.down() == [] and sandbox.leftovers(booted.lab_id) == []
+    assert booted.down() == [] and teardown.leftovers(booted.lab_id) == []
 
 
 def scale(lab, replicas: int, cluster: LabCluster | None = None, **options) -> int:

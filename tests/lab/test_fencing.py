@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.profile.files import read_profile
-from slurmk8s.lab import hostnode, lifecycle, sandbox, verify
+from slurmk8s.lab import hostnode, lifecycle, sandbox, teardown, verify
 from slurmk8s.profile.sidebyside import format_cpulist, parse_cpulist
 from slurmk8s.render import render
 
@@ -41,7 +41,7 @@ def fenced():
         yield lab, bundle, shape, node, adaptation
     finally:
         left = lifecycle.down(lab.lab_id)
-        assert left == [] and sandbox.leftovers(lab.lab_id) == [], left
+        assert left == [] and teardown.leftovers(lab.lab_id) == [], left
 
 
 def _wait_idle(lab, node: str, deadline_s: float = 60) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from slurmk8s.actions.accounts import apply_accounts
-from slurmk8s.lab import lifecycle, sandbox
+from slurmk8s.lab import lifecycle, teardown
 from slurmk8s.profile.files import read_profile
 from slurmk8s.render import render
 
@@ -53,7 +53,7 @@ def lab(ada_key: Path, tmp_path_factory):
         yield booted
     finally:
         left = lifecycle.down(booted.lab_id)
-    assert left == [] and sandbox.leftovers(booted.lab_id) == [], left
+    assert left == [] and teardown.leftovers(booted.lab_id) == [], left
 
 
 def _run3(lab, argv: list[str]) -> tuple[int, str, str]:

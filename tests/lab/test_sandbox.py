@@ -19,17 +19,11 @@ from pathlib import Path
 import pytest
 
 from slurmk8s.lab import podinit, rootfs
+from slurmk8s.lab import state as lab_state
 from slurmk8s.lab.errors import LabError
-from slurmk8s.lab.sandbox import (
-    Bind,
-    LabNetwork,
-    Tmpfs,
-    fake_gpus,
-    leftovers,
-    preflight,
-    teardown,
-)
 from slurmk8s.lab.runtime import wait_until
+from slurmk8s.lab.sandbox import Bind, LabNetwork, Tmpfs, fake_gpus, preflight
+from slurmk8s.lab.teardown import labs_sharing_cgroups, leftovers, teardown
 
 IS_ROOT = os.geteuid() == 0
 PATH_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
@@ -106,14 +100,13 @@ def test_wait_until_returns_the_value_or_times_out_with_the_reason():
 
 def test_labs_with_slurm_nodes_of_the_same_name_are_found(tmp_path, monkeypatch):
     """Two labs with a node cpu-2 would share /sys/fs/cgroup/*/slurm_cpu-2 (boot refuses the second)."""
-    from slurmk8s.lab import sandbox
-    monkeypatch.setattr(sandbox, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(lab_state, "STATE_DIR", tmp_path)
     (tmp_path / "dev-1.json").write_text(json.dumps({"pods": {"dev-cpu-2": {"hostname": "dev-cpu-2", "cgroups": ["cpu-2"]}},
                                                      "cgroups": ["cpu-0", "cpu-2"]}))
     (tmp_path / "gpu-2.json").write_text(json.dumps({"pods": {}, "cgroups": ["a100-0"]}))
     (tmp_path / "mine.json").write_text(json.dumps({"pods": {}, "cgroups": ["cpu-2"]}))
-    assert sandbox.labs_sharing_cgroups("mine", {"cpu-2", "cpu-3", "a100-1"}) == {"dev-1": ["cpu-2"]}
-    assert sandbox.labs_sharing_cgroups("mine", {"h100-0"}) == {}
+    assert labs_sharing_cgroups("mine", {"cpu-2", "cpu-3", "a100-1"}) == {"dev-1": ["cpu-2"]}
+    assert labs_sharing_cgroups("mine", {"h100-0"}) == {}
 
 
 def test_lab_names_fit_interface_limits():
