@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 
 from slurmk8s.errors import ClusterError
-from slurmk8s.kube.client import Kube, Obj
+from slurmk8s.kube.client import Kube, KubeApiError, Obj
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ PRUNABLE = tuple(BUILTIN[k] for k in [
 ])
 
 
+# Built-in kinds a bundle may hold that older clusters do not serve: the minor that first serves each, and the
+# profile setting that leaves it out. Looked up by discovery, not the table above, so an older cluster is
+# refused before any write.
+_ADMISSION_POLICY = (30, "spec.admissionPolicy.enabled: false")
+NEWER_BUILTIN = {("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): _ADMISSION_POLICY,
+                 ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): _ADMISSION_POLICY}
+
+
 def builtin(api_version: str, kind: str) -> Resource:
     """A kind from the built-in table (KeyError for anything else)."""
     return BUILTIN[(api_version, kind)]
@@ -109,9 +118,17 @@ class Resolver:
 
     def _discover(self, api_version: str, kind: str) -> Resource:
         path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        listing = self.kube.request("GET", path, what=f"discover {api_version} {kind}", tolerate=(404,))
+        what = f"discover {api_version} {kind}"
+        listing = self.kube.request("GET", path, what=what, tolerate=(404,))
+        if listing.status == 200 and listing.body.get("kind") != "APIResourceList":  # a server answering `{}`
+            raise KubeApiError(f"{what}: malformed reply from the Kubernetes API: expected an APIResourceList, got "
+                               f"kind {listing.body.get('kind')!r}", listing.status, json.dumps(listing.body)[:2000])
         resources = listing.body.get("resources") if listing.status == 200 else []
         for r in resources if isinstance(resources, list) else []:
             if isinstance(r, dict) and r.get("kind") == kind and isinstance(r.get("name"), str) and "/" not in r["name"]:
                 return Resource(api_version, kind, r["name"], bool(r.get("namespaced")))
+        if (api_version, kind) in NEWER_BUILTIN:
+            minor, setting = NEWER_BUILTIN[(api_version, kind)]
+            raise ClusterError(f"the cluster does not serve {kind} ({api_version}): Kubernetes 1.{minor} or later "
+                               f"serves it; on an older cluster set {setting}")
         raise ClusterError(f"the cluster does not serve {kind} ({api_version}); is its CustomResourceDefinition installed?")

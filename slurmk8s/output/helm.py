@@ -43,7 +43,7 @@ CHART_BASE_VERSION = "0.1.0"
 RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 # A whole value: quoted, so the template is YAML before Helm renders it too (yamllint, editors).
 RELEASE_NAMESPACE_VALUE = f'"{RELEASE_NAMESPACE}"'
-CLUSTER_RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding")
+CLUSTER_SCOPED_KINDS = ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 ANNOTATION_RESOURCE_POLICY = "helm.sh/resource-policy"
 KEPT_KINDS = ("PersistentVolumeClaim", "Secret")
 # The account tree's Job runs after every install and upgrade, replacing the last run.
@@ -119,7 +119,7 @@ def chart_values(bundle: Bundle) -> dict[str, Any]:
 
 
 def _in_release_name(name: str, ns: str, t: _Templater) -> str:
-    """A cluster-scoped RBAC name carries its namespace (naming.cluster_role): the release's, in a chart."""
+    """A cluster-scoped name carries its namespace (naming.cluster_scoped): the release's, in a chart."""
     prefix = naming.cluster_scope(ns) + "-"
     return naming.cluster_scope(t.hole(RELEASE_NAMESPACE)) + "-" + name[len(prefix):] if name.startswith(prefix) else name
 
@@ -132,11 +132,13 @@ def _in_release_namespace(obj: dict, bundle: Bundle, t: _Templater) -> dict:
         meta["namespace"] = t.hole(RELEASE_NAMESPACE_VALUE)
     if obj["kind"] in KEPT_KINDS:
         meta["annotations"] = dict(sorted({**meta.get("annotations", {}), ANNOTATION_RESOURCE_POLICY: "keep"}.items()))
-    if "namespace" not in meta and obj["kind"] in CLUSTER_RBAC_KINDS:
+    if "namespace" not in meta and obj["kind"] in CLUSTER_SCOPED_KINDS:
         meta["name"] = _in_release_name(meta["name"], ns, t)
     obj = {**obj, "metadata": meta}
     if obj["kind"] == "ClusterRoleBinding":
         obj["roleRef"] = {**obj["roleRef"], "name": _in_release_name(obj["roleRef"]["name"], ns, t)}
+    if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+        obj["spec"] = {**obj["spec"], "policyName": _in_release_name(obj["spec"]["policyName"], ns, t)}
     if "subjects" in obj:
         obj["subjects"] = [{**s, "namespace": t.hole(RELEASE_NAMESPACE_VALUE)} if s.get("namespace") == ns else s
                            for s in obj["subjects"]]

@@ -102,6 +102,7 @@ def render(profile: Profile) -> Bundle:
         if profile.restapi_enabled:
             objects.append(clusterwide.build_networkpolicy_restapi(profile))
     objects += metrics.build_metrics_objects(profile)  # Service, policy, monitor, dashboard (spec.metrics)
+    objects += podreplacement.build_busy_policy(profile)  # in force before the token it confines is used
     objects += podreplacement.build_busy_objects(profile)
     objects += health.build_node_reader(profile)
     objects += [pdb for p in profile.pools for pdb in podreplacement.build_pdbs_pool(profile, p)]

@@ -349,6 +349,54 @@ def live_configmap(cluster: Cluster, name: str) -> dict:
     return json.loads(cluster.kubectl("-n", NAMESPACE, "get", "configmap", name, "-o", "json").stdout)
 
 
+# slurmctld's own client and token (the busy ConfigMap's kubeapi.py): each patch's status and the server's message
+TOKEN_PATCHES = """
+import json, sys
+sys.path.insert(0, "/etc/slurmk8s/busy")
+import kubeapi
+api = kubeapi.Api(attempts=1, timeout=10)
+path = "/api/v1/namespaces/" + api.namespace + "/pods/" + sys.argv[1]
+for name, kind, body in json.loads(sys.argv[2]):
+    status, _, payload = api._once("PATCH", path, json.dumps(body).encode(), "application/" + kind + "+json")
+    message = json.loads(payload).get("message", "") if status >= 300 else ""
+    print(json.dumps([name, status, message]))
+"""
+
+
+def test_the_controllers_token_may_set_the_busy_label_and_nothing_else_of_a_pool_pod(dev) -> None:
+    """Issue 26 item 3 on a real API server: RBAC grants slurmctld's token `patch pods` on the pool pods, which
+    would let it change a slurmd pod's image; the rendered ValidatingAdmissionPolicy allows the busy label only."""
+    cluster, _ = dev
+    pod = "dev-cpu-0"
+
+    def live() -> dict:
+        return json.loads(cluster.kubectl("-n", NAMESPACE, "get", "pod", pod, "-o", "json").stdout)
+    before = live()
+    busy = before["metadata"]["labels"].get("slurmk8s.io/busy", "false")
+    attempts = [
+        ("busy", "merge-patch", {"metadata": {"labels": {"slurmk8s.io/busy": busy}}}),
+        # an image change is a valid pod update: only the policy can refuse it
+        ("image", "strategic-merge-patch", {"spec": {"containers": [{"name": "slurmd", "image": "registry.example/x:1"}]}}),
+        ("other-label", "merge-patch", {"metadata": {"labels": {"app.kubernetes.io/component": "other"}}}),
+        ("annotation", "merge-patch", {"metadata": {"annotations": {"example.com/x": "y"}}}),
+        ("busy-value", "merge-patch", {"metadata": {"labels": {"slurmk8s.io/busy": "maybe"}}}),
+    ]
+    out = cluster.exec("dev-controller-0", "slurmctld", "python3", "-c", TOKEN_PATCHES, pod, json.dumps(attempts)).stdout
+    answers = {name: (status, message) for name, status, message in map(json.loads, out.splitlines())}
+    assert answers["busy"] == (200, ""), answers
+    policy = "ValidatingAdmissionPolicy 'slurmk8s-slurm-dev-busy-label-only'"
+    for name, rule in [("image", "not its spec"), ("other-label", "not its other labels"),
+                       ("annotation", "not its annotations"), ("busy-value", "is 'true' or 'false'")]:
+        status, message = answers[name]
+        assert status == 422 and policy in message and rule in message, (name, answers[name])
+    after = live()
+    assert [c["image"] for c in after["spec"]["containers"]] == [c["image"] for c in before["spec"]["containers"]]
+    assert after["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+    # the user's own kubectl is not the controller's token: the policy leaves it alone
+    cluster.kubectl("-n", NAMESPACE, "annotate", "pod", pod, "example.com/x=y")
+    cluster.kubectl("-n", NAMESPACE, "annotate", "pod", pod, "example.com/x-")
+
+
 def test_up_refuses_an_object_it_did_not_create_adopts_it_only_when_asked_and_down_leaves_the_rest(dev) -> None:
     """Issue 24 item 1 on a real API server: server-side apply merges into someone else's object without a
     conflict, so `up` itself must refuse it; `--adopt` takes it over on purpose; `down` deletes none of theirs.

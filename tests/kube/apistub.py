@@ -88,7 +88,10 @@ class ApiStub:
         self.failures: list[Failure] = []
         self.gates: list[Gate] = []
         self.conflicts: dict[tuple[str, str], str] = {}  # (plural, name) -> other manager
-        self.discovery: dict[str, list[Obj]] = {}  # "/apis/g/v" -> resources
+        self.discovery: dict[str, list[Obj]] = {  # "/apis/g/v" -> resources; built-in kinds of 1.30+ as they serve them
+            "/apis/admissionregistration.k8s.io/v1": [
+                {"name": "validatingadmissionpolicies", "kind": "ValidatingAdmissionPolicy", "namespaced": False},
+                {"name": "validatingadmissionpolicybindings", "kind": "ValidatingAdmissionPolicyBinding", "namespaced": False}]}
         self._rv = itertools.count(100)
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -271,6 +274,8 @@ class ApiStub:
         with self._lock:
             if collection in self.discovery and name is None and rec.method == "GET":
                 return 200, {"kind": "APIResourceList", "resources": self.discovery[collection]}
+            if len(segs) == 3 and segs[0] == "apis" and rec.method == "GET":  # a group version it does not serve
+                return _status(404, "NotFound", f"the server could not find the requested resource ({rec.path})")
             if rec.method == "GET":
                 return self._get(rec, collection, name)
             if rec.method == "POST" and name is None:

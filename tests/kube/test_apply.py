@@ -44,9 +44,11 @@ def test_every_object_is_server_side_applied_with_our_field_manager(stub, up):
     assert {r.q("force") for r in patches} == {None}
     assert not stub.calls("PUT")
     # every namespaced object goes to the profile's namespace, and the body says so too; the cluster-scoped
-    # ones (the Namespace, the cordon check's node reader) to no namespace
+    # ones (the Namespace, the cordon check's node reader, the busy-label policy) to no namespace
+    cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")
     for r in patches:
-        if r.body["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if r.body["kind"] not in cluster_scoped:
             assert r.path.split("/namespaces/")[1].startswith("slurm/"), r.path
             assert r.body["metadata"]["namespace"] == "slurm"
         else:

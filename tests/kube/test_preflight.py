@@ -83,3 +83,17 @@ def test_the_bundle_names_exactly_the_secrets_up_does_not_create(edited_profile)
     from slurmk8s.actions.render import render_file
     assert render_file(GPU_IB).referenced_secrets() == {}  # up creates all three
     assert render_file(edited_profile(KIND_DEV, external_db)).referenced_secrets() == {"slurm-db": ("password",)}
+
+
+def test_a_cluster_older_than_1_30_is_told_how_to_run_without_the_busy_label_policy(stub, kubeconfig, edited_profile):
+    """ValidatingAdmissionPolicy is GA from 1.30 (issue 26 item 3): an older API server does not serve it."""
+    stub.discovery.pop("/apis/admissionregistration.k8s.io/v1")
+    line = one_line_error(slurmk8s("up", KIND_DEV, "--kubeconfig", kubeconfig, "--no-wait"))
+    assert line == ("the cluster does not serve ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1): Kubernetes "
+                    "1.30 or later serves it; on an older cluster set spec.admissionPolicy.enabled: false")
+    assert writes(stub) == []
+    off = edited_profile(KIND_DEV, lambda p: p["spec"].update(admissionPolicy={"enabled": False}))
+    done = slurmk8s("up", off, "--kubeconfig", kubeconfig, "--no-wait")
+    assert done.returncode == 0, done.stderr
+    assert writes(stub)  # it did apply
+    assert not [w for w in writes(stub) if "admissionregistration" in w]

@@ -150,11 +150,17 @@ def test_objects_go_to_the_release_namespace(tmp_path: Path) -> None:
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             # cluster-scoped: no namespace; the name carries the release's (two releases never share one)
             assert "namespace" not in obj["metadata"] and obj["metadata"]["name"] == "slurmk8s-other-research-nodes"
+        elif obj["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+            assert "namespace" not in obj["metadata"]
+            assert obj["metadata"]["name"] == "slurmk8s-other-research-busy-label-only"
+            if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+                assert obj["spec"]["policyName"] == obj["metadata"]["name"]
         else:
             assert obj["metadata"]["namespace"] == "other", obj["metadata"]["name"]
         for subject in obj.get("subjects", []):
             assert subject["namespace"] == "other"
-    assert {o["kind"] for o in objects} >= {"ClusterRole", "ClusterRoleBinding"}
+    assert {o["kind"] for o in objects} >= {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                                            "ValidatingAdmissionPolicyBinding"}
     text = json.dumps(objects)
     assert f".{bundle.namespace}." not in text and f'"{bundle.namespace}"' not in text
     controller = next(o for o in objects if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "research-controller"))

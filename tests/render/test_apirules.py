@@ -114,5 +114,5 @@ def test_a_volume_claim_named_as_the_controllers_is_blamed_on_the_volume() -> No
     with pytest.raises(ProfileError) as info:
         render(dataclasses.replace(profile, volumes=profile.volumes + (clash,)))
     assert str(info.value).splitlines() == [
-        f"{profile.source}:38:5: spec.volumes: volume 'controller-statesave' would make "
+        f"{profile.source}:42:5: spec.volumes: volume 'controller-statesave' would make "
         "PersistentVolumeClaim/research-controller-statesave, which the controller makes too; rename one of them"]

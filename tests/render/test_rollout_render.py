@@ -17,6 +17,9 @@ import yaml
 
 from slurmk8s import naming
 from slurmk8s.actions.render import render_file
+from slurmk8s.profile import load_profile
+from slurmk8s.render import render
+from slurmk8s.render.topology import pool_segments
 from slurmk8s.output.argocd import post_sync_hooks
 from slurmk8s.output.helm import helm_tree
 import slurmk8s.podside.rollout_core as core
@@ -221,6 +224,54 @@ def test_slurmctld_marks_pool_pods_busy_through_a_narrow_role() -> None:
     (slurmctld,) = [c for c in pod["containers"] if c["name"] == "slurmctld"]
     assert {"name": "busy", "mountPath": "/etc/slurmk8s/busy", "readOnly": True} in slurmctld["volumeMounts"]
     assert pod["automountServiceAccountToken"] is True
+
+
+def test_an_admission_policy_confines_the_busy_roles_token_to_the_busy_label(example_profile: Path) -> None:
+    """RBAC's `patch pods` would let slurmctld's token change a pool pod's image (issue 26 item 3): the policy
+    matches that token's updates of exactly the pool pods, and its rules name the label busy.py sets."""
+    bundle = render_file(example_profile)
+    profile = load_profile(example_profile.read_bytes())
+    policies = [o for o in bundle.objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    bindings = [o for o in bundle.objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    if not profile.pools:
+        assert policies == bindings == []
+        return
+    (policy,), (binding,) = policies, bindings
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
+    assert "namespace" not in policy["metadata"] and bundle.namespace in policy["metadata"]["name"]
+    (role,) = [o for o in bundle.objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("-busy")]
+    (token,) = {s["name"] for o in bundle.objects if o["kind"] == "RoleBinding"
+                and o["roleRef"]["name"] == role["metadata"]["name"] for s in o["subjects"]}
+    controller = bundle.find("StatefulSet", f"{bundle.cluster}-controller")["spec"]["template"]["spec"]
+    assert controller["serviceAccountName"] == token
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"].endswith(f"request.namespace + ':{token}'")
+    selector = binding["spec"]["matchResources"]["objectSelector"]["matchLabels"]
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"] for o in bundle.objects
+            if o["kind"] in ("StatefulSet", "DaemonSet")}
+    selected = sorted(n for n, labels in pods.items() if selector.items() <= labels.items())
+    # every pod the Role lets it patch (side-by-side DaemonSets' slurmd pods are selected too: it may patch none)
+    assert set(s.statefulset for p in profile.pools for s in pool_segments(profile, p)) <= set(selected)
+    assert all(pods[n][naming.LABEL_COMPONENT] == naming.WORKER for n in selected)
+    rules = " ".join(v["expression"] for v in policy["spec"]["validations"])
+    assert "object.spec == oldObject.spec" in rules and f"'{load_label()}'" in rules
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}]
+    assert [r["resources"] for r in role["rules"]] == [["pods"]]  # what the policy matches is all the Role grants
+
+
+def load_label() -> str:
+    """The label busy.py sets, read from the shipped program itself."""
+    text = (ROOT / "slurmk8s" / "podside" / "busy.py").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("LABEL = ")]
+    return line.split("=", 1)[1].strip().strip('"')
+
+
+def test_the_admission_policy_can_be_turned_off_for_clusters_before_1_30() -> None:
+    text = KIND_DEV.read_text() + "  admissionPolicy: {enabled: false}\n"
+    bundle = render(load_profile(text.encode()))
+    assert not [o for o in bundle.objects if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert bundle.find("Role", "dev-busy")  # the busy marking itself stays
 
 
 def load_busy(tmp_path: Path, monkeypatch):

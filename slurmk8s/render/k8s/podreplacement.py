@@ -100,6 +100,60 @@ def build_busy_objects(profile: Profile) -> list[Obj]:
     return [role, binding, configmap]
 
 
+BUSY_POLICY = "busy-label-only"
+
+
+def _unchanged(field: str) -> str:
+    """CEL: a pod's metadata field is as it was (absent before and after, or equal)."""
+    return (f"has(object.metadata.{field}) == has(oldObject.metadata.{field}) && "
+            f"(!has(object.metadata.{field}) || object.metadata.{field} == oldObject.metadata.{field})")
+
+
+def build_busy_policy(profile: Profile) -> list[Obj]:
+    """A ValidatingAdmissionPolicy and its binding: the controller's token changes a pool pod's busy label
+    and nothing else of it (RBAC grants `patch pods`, which it cannot confine to a label). Cluster-scoped, so
+    named after the namespace; the token is known by the pod's namespace, so a chart's release namespace needs
+    no edit of the expression."""
+    if not (profile.admission_policy and profile.pools):
+        return []
+    name = naming.cluster_scoped(profile.namespace, profile.name, BUSY_POLICY)
+    token = naming.component_name(profile.name, naming.CONTROLLER)
+    busy = naming.LABEL_BUSY
+    labels = (f"has(object.metadata.labels) && has(oldObject.metadata.labels) && "
+              f"object.metadata.labels.all(k, k == '{busy}' || "
+              f"(k in oldObject.metadata.labels && oldObject.metadata.labels[k] == object.metadata.labels[k])) && "
+              f"oldObject.metadata.labels.all(k, k == '{busy}' || k in object.metadata.labels)")
+    value = f"!('{busy}' in object.metadata.labels) || object.metadata.labels['{busy}'] in ['true', 'false']"
+    why = "the controller's ServiceAccount may change only the " + busy + " label of a pool pod"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": meta(profile, name, naming.CONTROLLER, namespaced=False),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["UPDATE"], "resources": ["pods"]}]},
+            "matchConditions": [{"name": "controller-token", "expression":
+                                 f"request.userInfo.username == 'system:serviceaccount:' + request.namespace + ':{token}'"}],
+            "validations": [
+                {"expression": "object.spec == oldObject.spec", "message": f"{why}, not its spec"},
+                {"expression": labels, "message": f"{why}, not its other labels"},
+                {"expression": value, "message": f"{busy} is 'true' or 'false'"},
+                {"expression": " && ".join(_unchanged(f) for f in ("annotations", "finalizers", "ownerReferences")),
+                 "message": f"{why}, not its annotations, finalizers or owners"},
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta(profile, name, naming.CONTROLLER, namespaced=False),
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 # Old or new object matching counts (admission's rule), so a relabel cannot step outside it.
+                 "matchResources": {"objectSelector": {"matchLabels": {naming.LABEL_INSTANCE: profile.name,
+                                                                       naming.LABEL_COMPONENT: naming.WORKER}}}},
+    }
+    return [policy, binding]
+
+
 def with_busy_programs(profile: Profile, sts: Obj) -> Obj:
     """The controller's StatefulSet with the busy-marking programs mounted and its token (for the Role)."""
     pod = sts["spec"]["template"]["spec"]
