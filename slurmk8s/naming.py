@@ -295,8 +295,8 @@ def cluster_scope(namespace: str) -> str:
     return f"slurmk8s-{namespace}"
 
 
-def cluster_role(namespace: str, cluster: str, purpose: str) -> str:
-    """ClusterRole/ClusterRoleBinding name."""
+def cluster_scoped(namespace: str, cluster: str, purpose: str) -> str:
+    """The name of a cluster's cluster-scoped object: a ClusterRole and its binding, an admission policy and its binding."""
     return f"{cluster_scope(namespace)}-{cluster}-{purpose}"
 
 

@@ -159,13 +159,23 @@ def test_the_docs_have_commands() -> None:
     assert "python bench/up.py" in all_commands()
 
 
+def test_the_slow_blocks_are_blocks_that_run_a_benchmark() -> None:
+    found = {(d, i): commands for d, i, commands in DOC_COMMANDS}
+    assert all(any(c.startswith("python bench/") for c in found[block]) for block in SLOW_BLOCKS), SLOW_BLOCKS
+
+
 def test_the_allowlist_is_current() -> None:
     """No reason is kept for a command the docs no longer have."""
     assert sorted(set(ALLOWLIST) - set(all_commands())) == []
 
 
-@pytest.mark.parametrize("doc, index, commands", DOC_COMMANDS,
-                         ids=[f"{d}#{i}" for d, i, _ in DOC_COMMANDS])
+# Blocks that run a whole benchmark (bench/up.py: about 20 s of timed rounds) belong to the full run only.
+SLOW_BLOCKS = {("docs/benchmarks.md", 0)}
+
+
+@pytest.mark.parametrize("doc, index, commands", [
+    pytest.param(d, i, c, id=f"{d}#{i}", marks=[pytest.mark.slow] if (d, i) in SLOW_BLOCKS else [])
+    for d, i, c in DOC_COMMANDS])
 def test_each_block_runs_as_written(doc: str, index: int, commands: list[str], sandbox) -> None:
     copy, env = sandbox
     for command in commands:

@@ -32,8 +32,8 @@ spec:
   slurm:
     version: "26.05"       # quote it: 22.05 .. 26.05
     # auth: slurm          # slurm (23.11+) or munge
-    # config:              # extra slurm.conf lines
-    #   SchedulerParameters: bf_continue
+    # config:              # extra slurm.conf lines; SchedulerParameters adds to the generator's options
+    #   SchedulerParameters: bf_busy_nodes,max_rpc_cnt=150
   controller:
     replicas: 1            # 2 = primary + backup slurmctld (needs a ReadWriteMany storage class)
     storage: {size: 4Gi}

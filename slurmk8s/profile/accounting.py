@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from slurmk8s import naming
 from slurmk8s.profile.defaults import default, value_or_default
+from slurmk8s.profile.slurm import conf_value, config_problems
 from slurmk8s.profile.volumes import cluster_secrets
 
 Problem = tuple[tuple, str, bool]
@@ -45,10 +46,12 @@ class Accounting:
     enabled: bool
     embedded: Storage | None  # None when external or disabled
     external: ExternalDatabase | None
+    config: tuple[tuple[str, str], ...] = ()  # spec.accounting.config, sorted by key
 
 
 def load_accounting(raw: dict) -> Accounting:
     enabled = value_or_default(raw, "enabled", "spec.accounting.enabled")
+    config = tuple(sorted((k, conf_value(v)) for k, v in raw.get("config", {}).items()))
     db = raw.get("database", {})
     if "external" in db:
         ext = db["external"]
@@ -58,16 +61,35 @@ def load_accounting(raw: dict) -> Accounting:
             user=ext.get("user", default("spec.accounting.database.external.user")),
             database=ext.get("database", default("spec.accounting.database.external.database")),
             password=SecretRef(ext["passwordSecret"]["name"], ext["passwordSecret"]["key"]),
-        ))
+        ), config)
     emb = db.get("embedded", {})
     storage = Storage(str(emb.get("storage", default("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
-    return Accounting(enabled, storage if enabled else None, None)
+    return Accounting(enabled, storage if enabled else None, None, config)
+
+
+# slurmdbd.conf keys the generator writes (templates/slurmdbd.conf.j2) or the pod depends on; none has a
+# default a site may replace: the auth keys must match slurm.conf's, DbdHost/DbdPort the Service, SlurmUser
+# and PidFile the pod's user and run directory, Storage* the database and its Secret, and LogFile unset keeps
+# the log on stderr for `kubectl logs`.
+OWNED_DBD_KEYS = frozenset(k.lower() for k in (
+    "AuthType", "AuthInfo", "AuthAltTypes", "AuthAltParameters", "DbdHost", "DbdAddr", "DbdBackupHost", "DbdPort",
+    "SlurmUser", "PidFile", "LogFile", "StorageType", "StorageHost", "StorageBackupHost", "StoragePort",
+    "StorageUser", "StoragePass", "StorageLoc",
+))
+
+
+def check_dbd_config(acc: dict) -> list[Problem]:
+    """spec.accounting.config: located problems, same rules as spec.slurm.config."""
+    return config_problems(("spec", "accounting", "config"), acc.get("config", {}), "slurmdbd.conf", OWNED_DBD_KEYS)
 
 
 def check_accounting(spec: dict, cluster: str) -> list[Problem]:
     acc = spec.get("accounting", {})
     if acc.get("enabled") is False and acc.get("database"):
         return [(("spec", "accounting", "database"), "a database is configured but accounting.enabled is false", True)]
+    if acc.get("enabled") is False and acc.get("config"):
+        return [(("spec", "accounting", "config"), "slurmdbd.conf keys are configured but accounting.enabled is false", True)]
+    dbd = check_dbd_config(acc)
     secret = ((acc.get("database") or {}).get("external") or {}).get("passwordSecret", {}).get("name")
     # Keys `up` makes with random bytes, never a password someone set on the database; slurmdbd would log
     # in with the key, and the key would sit in its environment. (<cluster>-db-password is the embedded
@@ -76,8 +98,8 @@ def check_accounting(spec: dict, cluster: str) -> list[Problem]:
     if secret in keys:
         return [(("spec", "accounting", "database", "external", "passwordSecret", "name"),
                  f"{secret!r} is the cluster's own Secret ({keys[secret]}, made by `up`); name the Secret that holds "
-                 "the database password", False)]
-    return []
+                 "the database password", False)] + dbd
+    return dbd
 
 
 

@@ -14,6 +14,7 @@ from slurmk8s.profile.model import Profile
 from slurmk8s.profile.observe import check_observe
 from slurmk8s.profile.partitions import check_partitions
 from slurmk8s.profile.identity import check_identity, scheduling_with_identity_accounts
+from slurmk8s.profile.login import check_login
 from slurmk8s.profile.pods import check_pods
 from slurmk8s.profile.pools import check_pools
 from slurmk8s.profile.resources import check_resources
@@ -50,6 +51,7 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_resources(spec, profile.daemon_resources)
     problems += check_extra_files(spec)
     problems += check_pods(spec)
+    problems += check_login(spec)
     # Every node's name (10,000 in a large profile) only when there are shared nodes to compare.
     problems += check_side_by_side(profile.side_by_side, spec,
                                    _pool_node_names(profile) if profile.side_by_side else set(),

@@ -159,6 +159,7 @@ def _to_model(doc: dict, source: str, locator: Locator | None = None) -> Profile
         pools=tuple(sorted((load_pool(p) for p in spec["pools"]), key=lambda p: p.name)),
         partitions=load_partitions(spec),
         network_policy=value_or_default(spec.get("networkPolicy", {}), "enabled", "spec.networkPolicy.enabled"),
+        admission_policy=value_or_default(spec.get("admissionPolicy", {}), "enabled", "spec.admissionPolicy.enabled"),
         power_saving=PowerSaving(
             suspend_time=value_or_default(spec.get("powerSaving", {}), "suspendTime", "spec.powerSaving.suspendTime"),
             suspend_timeout=value_or_default(spec.get("powerSaving", {}), "suspendTimeout", "spec.powerSaving.suspendTimeout"),

@@ -62,6 +62,7 @@ class Profile:
     pools: tuple[Pool, ...]
     partitions: tuple[Partition, ...]
     network_policy: bool
+    admission_policy: bool  # spec.admissionPolicy.enabled: the busy label is all the controller's token may change
     power_saving: PowerSaving
     # Defaulted (the section's defaults) so fields added beside it by others may carry defaults too.
     scheduling: Scheduling = field(default_factory=lambda: load_scheduling({}))
@@ -73,7 +74,7 @@ class Profile:
     rollout: Rollout = field(default_factory=Rollout)  # spec.rollout
     identity: Identity | None = None  # spec.identity (profile/identity.py): None when nobody is declared
     volumes: tuple[SharedVolume, ...] = ()  # spec.volumes (profile/volumes.py)
-    # requests/limits of slurmctld, slurmdbd, MariaDB (profile/resources.py)
+    # requests/limits of slurmctld, slurmdbd, MariaDB and login (profile/resources.py)
     daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
     slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
     pod_settings: PodSettings = field(default_factory=PodSettings)  # spec.pods (profile/pods.py)
@@ -83,3 +84,7 @@ class Profile:
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)
+
+    def worker_image(self, pool: Pool) -> str:
+        """The image of a pool's pods: its own spec.pools[].image, else spec.slurm.images.worker."""
+        return pool.image or self.images.worker

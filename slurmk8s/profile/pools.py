@@ -71,6 +71,7 @@ class Pool:
     tolerations: tuple[tuple[tuple[str, object], ...], ...]
     tmp_size: str  # spec.pools[].tmpSize: the jobs' /tmp
     keda: Keda | None = None
+    image: str | None = None  # spec.pools[].image: this pool's slurmd image; None runs spec.slurm.images.worker
 
     @property
     def elastic(self) -> bool:
@@ -111,6 +112,7 @@ def load_pool(raw: dict) -> Pool:
         keda=Keda(raw["keda"]["serverAddress"], raw["keda"]["query"], raw["keda"]["threshold"],
                   raw["keda"].get("pollingInterval", default("spec.pools[].keda.pollingInterval"))) if "keda" in raw else None,
         tmp_size=str(raw.get("tmpSize", default("spec.pools[].tmpSize"))),
+        image=raw.get("image"),
     )
 
 

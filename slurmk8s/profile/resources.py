@@ -1,4 +1,4 @@
-"""Requests and limits of the daemons a profile sizes: slurmctld, slurmdbd and the embedded MariaDB.
+"""Requests and limits of the daemons a profile sizes: slurmctld, slurmdbd, the embedded MariaDB and login's sshd.
 
 Pools are sized by their Slurm node shape (cpus, memory); these are the fixed daemons.
 """
@@ -17,6 +17,7 @@ SECTIONS = {
     "controller": ("spec", "controller"),
     "accounting": ("spec", "accounting"),
     "database": ("spec", "accounting", "database", "embedded"),
+    "login": ("spec", "login"),
 }
 
 
@@ -41,6 +42,7 @@ class DaemonResources:
     controller: Resources
     accounting: Resources
     database: Resources
+    login: Resources  # sshd, where users' shells and builds run
 
 
 def _section(spec: dict, path: tuple) -> dict:
@@ -61,7 +63,7 @@ def load_resources(spec: dict) -> DaemonResources:
             value = (raw.get(kind) or {}).get(what, DEFAULTS[f"{base}.{kind}.{what}"])
             return str(value)
         return Resources(get("requests", "cpu"), get("requests", "memory"), get("limits", "cpu"), get("limits", "memory"))
-    return DaemonResources(one("controller"), one("accounting"), one("database"))
+    return DaemonResources(one("controller"), one("accounting"), one("database"), one("login"))
 
 
 def check_resources(spec: dict, resources: DaemonResources) -> list[Problem]:

@@ -65,11 +65,19 @@ def _images(profile: Profile) -> list[FieldError]:
         path: tuple = ("spec", "slurm", "images", component)
         if component != "database" and not _written(profile, path) and _written(profile, path[:-1] + ("tag",)):
             path = path[:-1] + ("tag",)
-        what = "has no tag" if problem == "untagged" else "is tagged latest"
-        out.append(field_error(profile.locator, path,
-                               f"image {ref} {what}: each pull may bring a different image (OnDelete pools keep "
-                               "whatever their pods pulled); pin a version tag or a digest"))
+        out.append(field_error(profile.locator, path, _unpinned(ref, problem)))
+    for pool in profile.pools:
+        problem = image_tag_problem(pool.image) if pool.image else None
+        if pool.image and problem:
+            at = named_path(profile.locator, ("spec", "pools"), pool.name)
+            out.append(field_error(profile.locator, (*at, "image"), _unpinned(pool.image, problem)))
     return out
+
+
+def _unpinned(ref: str, problem: str) -> str:
+    what = "has no tag" if problem == "untagged" else "is tagged latest"
+    return (f"image {ref} {what}: each pull may bring a different image (OnDelete pools keep whatever their pods "
+            "pulled); pin a version tag or a digest")
 
 
 def _pod_annotations(profile: Profile) -> list[FieldError]:

@@ -28,7 +28,8 @@ class Images:
 
 
 # slurm.conf keys the generator writes; a profile may not override them through
-# spec.slurm.config because the pods, Services and secrets depend on their values.
+# spec.slurm.config because the pods, Services and secrets depend on their values
+# (SchedulerParameters and SlurmctldParameters take added options: MERGED_SLURM_KEYS).
 OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
     "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",
     "SlurmUser", "SlurmdUser", "AuthType", "CredType", "AuthInfo", "AuthAltTypes", "AuthAltParameters",
@@ -36,10 +37,10 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
     "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "ProctrackType", "TaskPlugin",
     "JobAcctGatherType", "SelectType", "GresTypes", "AccountingStorageType", "AccountingStorageHost",
     "AccountingStoragePort", "AccountingStoragePass", "TopologyPlugin", "NodeName", "NodeSet", "PartitionName",
-    "SlurmctldParameters", "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
+    "TreeWidth", "MailProg", "ResumeProgram", "SuspendProgram", "Include",
     "PrologSlurmctld", "EpilogSlurmctld",  # the busy marks (render/k8s/podreplacement.py)
     # spec.scheduling
-    "SchedulerType", "SchedulerParameters", "PriorityType", "PriorityWeightFairshare", "PriorityWeightAge",
+    "SchedulerType", "PriorityType", "PriorityWeightFairshare", "PriorityWeightAge",
     "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS", "PriorityDecayHalfLife",
     "PriorityMaxAge", "PriorityCalcPeriod", "PreemptType", "PreemptMode", "AccountingStorageEnforce",
 ))
@@ -48,6 +49,47 @@ OWNED_SLURM_KEYS = frozenset(k.lower() for k in (
 # slurm.conf keys written from a typed field of the profile: set there, not through spec.slurm.config.
 TYPED_SLURM_KEYS = {"suspendtime": "spec.powerSaving.suspendTime", "suspendtimeout": "spec.powerSaving.suspendTimeout",
                     "resumetimeout": "spec.powerSaving.resumeTimeout"}
+
+
+# List-valued slurm.conf keys the generator writes and a profile may add options to: the line is the generator's
+# options, then the profile's (`SchedulerParameters: bf_busy_nodes,max_rpc_cnt=150`) it does not hold already
+# (render/slurmfiles.py merged_options). Slurm reads an option's name before any `=` and ignores its case.
+MERGED_SLURM_KEYS = frozenset(k.lower() for k in ("SchedulerParameters", "SlurmctldParameters"))
+
+# Options of a merged key written from a typed field of the profile: set there, not through spec.slurm.config.
+TYPED_SLURM_OPTIONS = {"schedulerparameters": {
+    "bf_continue": "spec.scheduling.scheduler.continue", "bf_interval": "spec.scheduling.scheduler.interval",
+    "bf_max_job_test": "spec.scheduling.scheduler.maxJobTest", "bf_window": "spec.scheduling.scheduler.window"}}
+
+
+def option_name(option: str) -> str:
+    """The name of one option of a list-valued key, as Slurm compares it: `bf_interval=30` -> bf_interval."""
+    return option.split("=", 1)[0].lower()
+
+
+def profile_options(profile: Profile, key: str) -> tuple[str, ...]:
+    """The options spec.slurm.config adds to key (one of MERGED_SLURM_KEYS), in the profile's order, each once."""
+    out: list[str] = []
+    for k, value in profile.slurm_config:
+        if k.lower() == key.lower():
+            out += [o for o in value.split(",") if o not in out]
+    return tuple(out)
+
+
+def options_problems(key: str, value: str) -> list[str]:
+    """Why the options spec.slurm.config gives a merged key cannot be added to the generator's ([] when they can)."""
+    if "" in value.split(","):
+        return [f"{value!r} has an empty option: give options separated by single commas"]
+    out = []
+    seen: dict[str, str] = {}
+    for option in value.split(","):
+        name = option_name(option)
+        if name in TYPED_SLURM_OPTIONS.get(key.lower(), {}):
+            out.append(f"option '{name}' has its own field: set {TYPED_SLURM_OPTIONS[key.lower()][name]}")
+        elif name in seen and seen[name].lower() != option.lower():
+            out.append(f"option '{name}' is given twice ('{seen[name]}' and '{option}'): give it once")
+        seen.setdefault(name, option)
+    return out
 
 
 # slurm.conf keys whose value is a whole line of its own options (Slurm's S_P_ARRAY keys in read_config.c):
@@ -111,27 +153,40 @@ def load_images(raw: dict, version: str) -> Images:
     )
 
 
+def config_problems(path: tuple[str, ...], config: dict, conf_file: str, owned: frozenset[str],
+                    typed: dict[str, str] | None = None, line_keys: frozenset[str] = frozenset()) -> list[Problem]:
+    """Extra Key: Value lines of a Slurm config file (spec.slurm.config, spec.accounting.config): a key given in
+    two spellings, a key the generator owns or one with a field of its own, a value that is not one word."""
+    out: list[Problem] = []
+    seen: dict[str, str] = {}
+    for key, value in config.items():
+        # A value with a line break (which could smuggle in owned keys) never gets here: loader.unsafe_text.
+        where, low = path + (key,), key.lower()
+        if low in seen:  # Slurm's keys ignore case: two spellings would be two lines, the last one winning
+            out.append((where, f"'{key}' is '{seen[low]}' again (Slurm's keys ignore case): set it once", True))
+        seen.setdefault(low, key)
+        if low in owned:
+            out.append((where, f"'{key}' is set by the generator and cannot be overridden here", True))
+        elif typed and low in typed:
+            out.append((where, f"'{key}' has its own field: set {typed[low]}", True))
+        elif low not in line_keys and one_word_problem(value):
+            out.append((where, f"{value!r} {one_word_problem(value)}: in {conf_file} what follows a space would be "
+                        "read as more keys, and what follows a '#' as a comment", False))
+    return out
+
+
 def check_slurm(profile: Profile, spec: dict) -> list[Problem]:
     out: list[Problem] = []
     slurm = spec.get("slurm", {})
     dialect = versions.dialect(profile.version)
     if profile.auth == "slurm" and not dialect.has_auth_slurm:
         out.append((("spec", "slurm", "auth"), f"auth 'slurm' needs Slurm 23.11 or newer; {profile.version} has only munge", False))
-    seen: dict[str, str] = {}
-    for key, value in slurm.get("config", {}).items():
-        # A value with a line break (which could smuggle in owned keys) never gets here: loader.unsafe_text.
-        if key.lower() in seen:  # Slurm's keys ignore case: two spellings would be two lines, the last one winning
-            out.append((("spec", "slurm", "config", key), f"'{key}' is '{seen[key.lower()]}' again (Slurm's keys "
-                        "ignore case): set it once", True))
-        seen.setdefault(key.lower(), key)
-        if key.lower() in OWNED_SLURM_KEYS:
-            out.append((("spec", "slurm", "config", key), f"'{key}' is set by the generator and cannot be overridden here", True))
-        elif key.lower() in TYPED_SLURM_KEYS:
-            out.append((("spec", "slurm", "config", key), f"'{key}' has its own field: set {TYPED_SLURM_KEYS[key.lower()]}",
-                        True))
-        elif key.lower() not in LINE_SLURM_KEYS and one_word_problem(value):
-            out.append((("spec", "slurm", "config", key), f"{value!r} {one_word_problem(value)}: in slurm.conf "
-                        "what follows a space would be read as more keys, and what follows a '#' as a comment", False))
+    config = slurm.get("config", {})
+    out += config_problems(("spec", "slurm", "config"), config, "slurm.conf", OWNED_SLURM_KEYS, TYPED_SLURM_KEYS,
+                           LINE_SLURM_KEYS)
+    for key, value in config.items():
+        if key.lower() in MERGED_SLURM_KEYS and not one_word_problem(value):
+            out += [(("spec", "slurm", "config", key), message, False) for message in options_problems(key, conf_value(value))]
     low, high = (int(x) for x in profile.srun_port_range.split("-"))
     if not 1024 <= low <= high <= 65535:
         out.append((("spec", "slurm", "srunPortRange"), f"'{profile.srun_port_range}' must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", False))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from slurmk8s import versions
+from slurmk8s.profile.slurm import option_name
 
 CONTROLLER, SLURMD, CLIENT = "slurmctld", "slurmd", "client"
 ALL = frozenset({CONTROLLER, SLURMD, CLIENT})
@@ -33,6 +34,11 @@ RESTART_KEYS: dict[str, frozenset[str]] = {
     "accountingstorageport": frozenset({CONTROLLER}),
 }
 NODE_SET = "the set of nodes"
+# SchedulerParameters and SlurmctldParameters (the profile adds options to both) are taken by `scontrol
+# reconfigure`. Of their options, slurm.conf(5) of 22.05-23.02 says two need slurmctld restarted:
+# SlurmctldParameters' enable_configless, which the generator always writes, and SchedulerParameters'
+# no_backup_scheduling. From 23.11 reconfigure restarts slurmctld in place, which takes both.
+RESTART_OPTIONS: dict[str, frozenset[str]] = {"schedulerparameters": frozenset({"no_backup_scheduling"})}
 
 
 def settings(slurm_conf: str) -> list[tuple[str, str]]:
@@ -63,6 +69,8 @@ def restart_settings(slurm_conf: str, daemon: str, version: str) -> list[str]:
     lines = [f"{k}={v}" for k, v in settings(slurm_conf) if daemon in RESTART_KEYS.get(k.lower(), ())]
     if daemon == CONTROLLER and not adds_nodes_in_place(version):
         lines += [f"NodeName={n}" for n in node_names(slurm_conf)]
+        lines += [f"{k}={o}" for k, v in settings(slurm_conf) if k.lower() in RESTART_OPTIONS
+                  for o in v.split(",") if option_name(o) in RESTART_OPTIONS[k.lower()]]
     return lines
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 import jinja2
 
 from slurmk8s import naming, versions
+from slurmk8s.errors import ProfileError
+from slurmk8s.profile.located import field_error
 from slurmk8s.profile.model import Pool, Profile
+from slurmk8s.profile.slurm import MERGED_SLURM_KEYS, option_name, profile_options
 from slurmk8s.render.fence import (
     shared_node_names, shared_nodes_have_gpus, shared_partition, shared_slurm_nodes, slurmd_mem_spec_mib,
     task_plugin_param,
@@ -71,6 +74,24 @@ def slurmctld_parameters(profile: Profile) -> list[str]:
     return params
 
 
+def merged_options(profile: Profile, key: str, generated: list[str]) -> list[str]:
+    """The options of list-valued key (profile/slurm.py MERGED_SLURM_KEYS): the generator's, then those
+    spec.slurm.config adds that the generator does not already write."""
+    names = {option_name(o): o for o in generated}
+    out = list(generated)
+    for option in profile_options(profile, key):
+        name = option_name(option)
+        if name not in names:
+            out.append(option)
+            names[name] = option
+        elif names[name].lower() != option.lower():  # the generator's value is one the cluster needs
+            spelled = next(k for k, _ in profile.slurm_config if k.lower() == key.lower())
+            raise ProfileError(profile.source, [field_error(
+                profile.locator, ("spec", "slurm", "config", spelled),
+                f"option '{option}': the generator writes {key} option '{names[name]}'; leave it out")])
+    return out
+
+
 def power_settings(profile: Profile) -> dict[str, object] | None:
     """Power-saving settings when a pool is elastic; the nodes that never suspend are excluded."""
     if not any(p.elastic for p in profile.pools):
@@ -93,9 +114,12 @@ def scheduling_settings(profile: Profile) -> list[tuple[str, str]]:
     """slurm.conf (key, value) pairs of spec.scheduling, in the order they are written."""
     s = profile.scheduling
     out = [("SchedulerType", f"sched/{s.scheduler}")]
+    params: list[str] = []
     if s.scheduler == "backfill":
         params = (["bf_continue"] if s.bf_continue else []) + [
             f"bf_interval={s.bf_interval}", f"bf_max_job_test={s.bf_max_job_test}", f"bf_window={s.bf_window}"]
+    params = merged_options(profile, "SchedulerParameters", params)  # with builtin: the profile's alone
+    if params:
         out.append(("SchedulerParameters", ",".join(params)))
     out.append(("PriorityType", f"priority/{s.priority}"))
     if s.priority == "multifactor":
@@ -181,12 +205,12 @@ def render_slurm_conf(profile: Profile) -> str:
         auth_extra=auth_lines(profile),
         gres_types="gpu" if any(p.gpus for p in profile.pools) or shared_nodes_have_gpus(profile) else "",
         accounting_host=naming.component_name(profile.name, naming.ACCOUNTING) if profile.accounting.enabled else "",
-        extra=list(profile.slurm_config),
+        extra=[(k, v) for k, v in profile.slurm_config if k.lower() not in MERGED_SLURM_KEYS],  # merged in place
         profile_keys=profile_keys,
         derived=global_job_settings(profile),
         nodes=nodes,
         partitions=partitions,
-        slurmctld_parameters=",".join(slurmctld_parameters(profile)),
+        slurmctld_parameters=",".join(merged_options(profile, "SlurmctldParameters", slurmctld_parameters(profile))),
         power=power_settings(profile),
         task_plugin_param=task_plugin_param(profile),
         scheduling=scheduling_settings(profile),
@@ -226,7 +250,7 @@ def render_slurmdbd_conf(profile: Profile) -> str | None:
     return _render(
         "slurmdbd.conf.j2", cluster=profile.name, auth_type=auth, auth_extra=auth_lines(profile),
         dbd_host=naming.accounting_host(profile.name), storage_host=host, storage_port=port,
-        storage_user=user, storage_loc=loc, password_secret=secret, password_key=key,
+        storage_user=user, storage_loc=loc, password_secret=secret, password_key=key, extra=acc.config,
     )
 
 

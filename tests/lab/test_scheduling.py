@@ -19,7 +19,7 @@ import pytest
 
 from slurmk8s.actions.accounts import apply_accounts, read_tree
 from slurmk8s.profile.files import read_profile
-from slurmk8s.lab import lifecycle, rootfs, sandbox
+from slurmk8s.lab import lifecycle, rootfs, teardown
 from slurmk8s.render import render
 from slurmk8s.render.k8s.accounts import desired_tree
 from slurmk8s.podside.sacctmgr import plan_accounts
@@ -70,7 +70,7 @@ def lab():
         for root, names in added.items():
             for name in names:
                 subprocess.run(["userdel", "--root", str(root), name], capture_output=True)
-    assert left == [] and sandbox.leftovers(booted.lab_id) == [], left
+    assert left == [] and teardown.leftovers(booted.lab_id) == [], left
 
 
 def _run3(lab, argv: list[str]) -> tuple[int, str, str]:
@@ -119,6 +119,15 @@ def test_tree_was_applied_then_reapplying_changes_nothing(lab):
     assert apply_accounts(lab.profile, lambda argv: _run3(lab, argv)) == []
     current = read_tree(lambda argv: _run3(lab, argv), lab.profile.name)
     assert plan_accounts(desired_tree(lab.profile), current) == []
+
+
+def test_slurmdbd_runs_with_the_profiles_purge_settings(lab):
+    """spec.accounting.config reaches the real slurmdbd: it reports the settings as it parsed them."""
+    config = sh(lab, "sacctmgr", "show", "configuration")
+    dbd = {m.group(1).lower(): m.group(2).strip() for m in re.finditer(r"^\s*(\w+)\s*=\s*(.*)$", config, re.M)}
+    assert dbd.get("purgejobafter", "").startswith("12 month"), config
+    assert dbd.get("purgestepafter", "").startswith("3 month"), config
+    assert dbd.get("commitdelay", "").split()[:1] == ["1"], config
 
 
 def test_sshare_shows_accounts_users_and_shares(lab):

@@ -153,6 +153,7 @@ from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
 from crdschema import SCHEMA_FILES, validate_custom_resource
+from kubevalidate import minor_serving
 from slurmk8s.actions.render import FORMATS, build_tree
 from slurmk8s.output.plain import write_tree
 
@@ -244,10 +245,11 @@ def campaign_case(rng: random.Random, n: int) -> bytes:
 def _kube_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
     """kubernetes-validate's strict schema of a kind at KUBERNETES_VERSION, compiled once (its validate()
     reads the 3 MB of definitions again at every call: 50 ms an object, hours for a campaign)."""
-    tree = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
+    version = minor_serving({"apiVersion": api_version, "kind": kind}, KUBERNETES_VERSION)
+    tree = f"kubernetes-json-schema/v{version}-local-strict"
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)  # rbac.authorization.k8s.io/v1 -> rbac-v1
-    schema = schema_contents(f"{tree}/{kind.lower()}-{group}.json", KUBERNETES_VERSION)
-    registry = Resource.from_contents(schema_contents(f"{tree}/_definitions.json", KUBERNETES_VERSION)) @ (
+    schema = schema_contents(f"{tree}/{kind.lower()}-{group}.json", version)
+    registry = Resource.from_contents(schema_contents(f"{tree}/_definitions.json", version)) @ (
         Resource.from_contents(schema) @ Registry())
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 

@@ -50,8 +50,8 @@ def edit(old: str, new: str) -> str:
     return BASE.replace(old, new, 1)
 
 
-POOL_FIELDS = ("cpus, features, gpus, healthChecks, keda, maxReplicas, memory, minReplicas, name, nodeSelector, rdma, replicas, "
-               "tmpSize, tolerations")
+POOL_FIELDS = ("cpus, features, gpus, healthChecks, image, keda, maxReplicas, memory, minReplicas, name, nodeSelector, "
+               "rdma, replicas, tmpSize, tolerations")
 DNS1035 = ("a DNS-1035 label (lowercase letters, digits and '-', starting with a letter "
            "and ending with a letter or digit)")
 VERSIONS = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"

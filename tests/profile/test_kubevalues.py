@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from slurmk8s.profile.files import read_profile
 from slurmk8s.errors import ProfileError
 from slurmk8s.profile import load_profile
-from slurmk8s.profile.kubevalues import cidr_problem, label_key_problem, label_value_problem
+from slurmk8s.profile.kubevalues import (
+    annotation_key_problem, annotations_size_problem, cidr_problem, ip_problem, label_key_problem, label_value_problem,
+)
 from slurmk8s.profile.schema import profile_schema, schema_findings
 from slurmk8s.profile.yamlpos import Positions, format_path
 from slurmk8s.quantity import MAX_QUANTITY, PATTERN, parse_quantity, to_mib
@@ -108,6 +110,33 @@ def test_label_keys_follow_is_qualified_name(key: str, ok: bool) -> None:
     assert (label_key_problem(key) is None) == ok
 
 
+@pytest.mark.parametrize("key, ok", [
+    ("example.com/gpu", True), ("Example.COM/rack", True), ("service.beta.kubernetes.io/aws-load-balancer-type", True),
+    ("", False), ("a/b/c", False), ("ex_ample.com/rack", False), ("example.com/-rack", False), ("a" * 64, False),
+], ids=repr)
+def test_annotation_keys_are_label_keys_in_any_case(key: str, ok: bool) -> None:
+    """ValidateAnnotations lowercases a key before IsQualifiedName: only the prefix's case differs."""
+    assert (annotation_key_problem(key) is None) == ok
+    if ok and key.islower():
+        assert label_key_problem(key) is None
+
+
+def test_annotations_size_counts_utf8_bytes_of_keys_and_values() -> None:
+    assert annotations_size_problem({"k": "é" * (131072 - 1)}) is None  # 1 + 262142 bytes
+    assert annotations_size_problem({"k": "x" * 262143}) is None
+    assert annotations_size_problem({"k": "x" * 262144}) == (
+        "the annotations hold 262145 bytes (keys and values, UTF-8); Kubernetes takes at most 262144 (256 KiB) on "
+        "one object")
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("203.0.113.10", True), ("2001:db8::10", True), ("::ffff:203.0.113.10", True), ("203.0.113.300", False),
+    ("203.0.113.10/32", False), ("fe80::1%eth0", False), ("010.0.0.1", False), ("", False),
+], ids=repr)
+def test_ip_addresses(text: str, ok: bool) -> None:
+    assert (ip_problem(text) is None) == ok
+
+
 @pytest.mark.parametrize("value, ok", [
     ("", True), ("h100", True), ("a.b_c-d", True), ("a" * 63, True), ("a" * 64, False), ("r1\nx", False),
     ("-a", False), ("a b", False),
@@ -176,8 +205,8 @@ def test_schema_and_cross_field_errors_come_in_one_pass(tmp_path: Path) -> None:
     assert errors_of(content, tmp_path) == [
         "7:7: spec.pools[0]: missing required field 'cpus'",
         "8:17: spec.pools[0].replicas: 9 is greater than maxReplicas 4",
-        "9:7: spec.pools[0].cpu: unknown field (allowed: cpus, features, gpus, healthChecks, keda, maxReplicas, memory, "
-        "minReplicas, name, nodeSelector, rdma, replicas, tmpSize, tolerations)",
+        "9:7: spec.pools[0].cpu: unknown field (allowed: cpus, features, gpus, healthChecks, image, keda, maxReplicas, "
+        "memory, minReplicas, name, nodeSelector, rdma, replicas, tmpSize, tolerations)",
     ]
 
 

@@ -75,6 +75,14 @@ def test_every_property_has_a_description() -> None:
     assert missing == []
 
 
+def test_every_example_is_valid_where_it_stands() -> None:
+    examples = [(where, node, example) for where, node in walk(SCHEMA) for example in node.get("examples", [])]
+    assert examples  # or this proves nothing
+    for where, node, example in examples:
+        errors = list(jsonschema.Draft202012Validator({**node, "$defs": SCHEMA["$defs"]}).iter_errors(example))
+        assert errors == [], where
+
+
 def test_schema_defaults_equal_defaults_module() -> None:
     found = dict(schema_defaults(SCHEMA))
     assert found == DEFAULTS

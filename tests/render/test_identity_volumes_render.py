@@ -234,11 +234,22 @@ def test_daemon_resources_come_from_the_profile() -> None:
     assert "affinity" not in pod_templates(objects())["demo-controller"]  # one controller: nothing to spread
 
 
-def test_a_request_above_its_limit_is_one_located_line() -> None:
+@pytest.mark.parametrize("section, lines", [
+    ("controller", "  login: {replicas: 1}\n  controller:\n    resources: {requests: {memory: 4Gi}}\n"),
+    ("login", "  login:\n    replicas: 1\n    resources: {requests: {memory: 4Gi}}\n"),
+])
+def test_a_request_above_its_limit_is_one_located_line(section: str, lines: str) -> None:
     from slurmk8s.errors import ProfileError
-    text = PROFILE.replace("  login: {replicas: 1}\n",
-                           "  login: {replicas: 1}\n  controller:\n    resources: {requests: {memory: 4Gi}}\n")
     with pytest.raises(ProfileError) as info:
-        load_profile(text.encode())
+        load_profile(PROFILE.replace("  login: {replicas: 1}\n", lines).encode())
     assert str(info.value).splitlines() == [
-        "<profile>:7:36: spec.controller.resources.requests.memory: the memory request 4Gi is above the limit 2Gi"]
+        f"<profile>:7:36: spec.{section}.resources.requests.memory: the memory request 4Gi is above the limit 2Gi"]
+
+
+def test_login_resources_size_the_sshd_container_where_users_work() -> None:
+    def sshd(text: str) -> dict:
+        return next(c for c in pod_templates(objects(text))["demo-login"]["containers"] if c["name"] == "sshd")["resources"]
+    assert sshd(PROFILE) == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+    text = PROFILE.replace("  login: {replicas: 1}\n",
+                           "  login:\n    replicas: 1\n    resources: {requests: {cpu: '2', memory: 4Gi}, limits: {memory: 32Gi}}\n")
+    assert sshd(text) == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "32Gi"}}

@@ -138,6 +138,7 @@ def test_same_profile_twice_gives_identical_bytes(doc: dict) -> None:
 
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+SUBDOMAIN_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 @SETTINGS
@@ -150,6 +151,9 @@ def test_names_are_dns_labels(doc: dict) -> None:
         if obj["kind"] in RBAC_KINDS:  # the API server takes any path segment up to 253 for these (ValidateRBACName)
             name = obj["metadata"]["name"]
             assert len(name) <= 253 and not set(name) & {"/", "%"} and name not in (".", ".."), name
+        elif obj["kind"] in SUBDOMAIN_KINDS:  # NameIsDNSSubdomain: dot-separated labels, up to 253 in all
+            name = obj["metadata"]["name"]
+            assert len(name) <= 253 and all(DNS1123.match(part) and len(part) <= 63 for part in name.split(".")), name
         else:
             names.append(obj["metadata"]["name"])
         if obj["kind"] == "Service":
@@ -219,7 +223,7 @@ def test_render_does_not_mutate_its_input(doc: dict) -> None:
 @given(profile_docs())
 def test_generated_profiles_validate_strictly(doc: dict) -> None:
     for obj in render(load(doc)).objects:
-        kubevalidate.validate(obj, "1.29.0", strict=True)
+        kubevalidate.validate(obj, kubevalidate.minor_serving(obj, "1.29.0"), strict=True)
 
 
 def test_expand_and_conf_lines_helpers() -> None:

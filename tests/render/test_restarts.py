@@ -84,6 +84,16 @@ def test_a_new_node_restarts_slurmctld_only_before_23_11(tmp_path):
     assert restarts.restart_reasons(old, new, restarts.SLURMD, "22.05") == []
 
 
+def test_an_option_that_needs_slurmctld_restarted_restarts_it_only_before_23_11():
+    old = "ClusterName=dev\nSchedulerParameters=bf_continue,bf_interval=30\n"
+    new = old.replace("bf_interval=30", "bf_interval=30,no_backup_scheduling")
+    assert restarts.restart_reasons(old, new, restarts.CONTROLLER, "23.02") == ["SchedulerParameters changed"]
+    assert restarts.restart_reasons(old, new, restarts.CONTROLLER, "23.11") == []
+    assert restarts.restart_reasons(old, new, restarts.SLURMD, "23.02") == []
+    other = old.replace("bf_interval=30", "bf_interval=30,bf_busy_nodes")
+    assert restarts.restart_reasons(old, other, restarts.CONTROLLER, "23.02") == []
+
+
 def test_slurmd_pods_hold_no_slurm_files_and_start_configless(tmp_path):
     bundle = rendered(tmp_path)
     sts = bundle.find("StatefulSet", "dev-cpu")
@@ -125,6 +135,10 @@ def _pool(spec, name):
     return next(p for p in spec["pools"] if p["name"] == name)
 
 
+def _config(spec, **keys):
+    spec["slurm"].setdefault("config", {}).update(keys)
+
+
 def _leaf(spec, name):
     return next(c for d in spec["topology"]["domains"] for c in d.get("children", []) if c["name"] == name)
 
@@ -145,6 +159,17 @@ FIELD_CHANGES = [
     ("users-defaultAccount", GPU_IB, lambda s: s["scheduling"]["users"][0].update(defaultAccount="physics"), set()),
     ("priority-weights", GPU_IB, lambda s: s["scheduling"]["priority"]["weights"].update(fairshare=5), set()),
     ("power-saving", GPU_IB, lambda s: s.update(powerSaving={"suspendTime": 900}), set()),
+    # The login Service is no part of a pod template.
+    ("login-service", GPU_IB, lambda s: s["login"]["service"].update(
+        annotations={"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}, loadBalancerIP="203.0.113.10",
+        loadBalancerSourceRanges=["198.51.100.0/24"], externalTrafficPolicy="Cluster"), set()),
+    # Options added to the generator's list-valued keys: reconfigure takes them (render/restarts.py RESTART_OPTIONS).
+    ("scheduler-parameters", GPU_IB, lambda s: _config(s, SchedulerParameters="bf_busy_nodes,max_rpc_cnt=150"), set()),
+    ("slurmctld-parameters", GPU_IB, lambda s: _config(s, SlurmctldParameters="enable_stepmgr"), set()),
+    ("no-backup-scheduling", GPU_IB, lambda s: _config(s, SchedulerParameters="no_backup_scheduling"), set()),
+    ("no-backup-scheduling-22.05", LEGACY, lambda s: _config(s, SchedulerParameters="no_backup_scheduling"),
+     {"StatefulSet/legacy-controller"}),
+    ("scheduler-parameters-22.05", LEGACY, lambda s: _config(s, SchedulerParameters="bf_busy_nodes"), set()),
     # Before 23.11 a changed node set needs slurmctld restarted (render/restarts.py): it and only it.
     ("maxReplicas-22.05", LEGACY, lambda s: _pool(s, "cpu").update(maxReplicas=6), {"StatefulSet/legacy-controller"}),
     ("topology-last-leaf-grows", TOPOLOGY, lambda s: (_leaf(s, "subblock-b1")["slots"].update(cpu=2),

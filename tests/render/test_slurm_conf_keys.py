@@ -1,5 +1,6 @@
 """spec.slurm.config and the generator's own slurm.conf lines: each key is written once, the profile's value winning
-over a default; a key with a typed field of its own is refused; extraFiles may carry any file nothing else writes."""
+over a default; SchedulerParameters and SlurmctldParameters take added options on their one line; a key or option
+with a typed field of its own is refused; extraFiles may carry any file nothing else writes."""
 
 from __future__ import annotations
 
@@ -7,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from slurmk8s.actions.init import STARTER
 from slurmk8s.errors import ProfileError
 from slurmk8s.profile import load_profile
-from slurmk8s.profile.slurm import GENERATED_FILES
+from slurmk8s.profile.slurm import GENERATED_FILES, TYPED_SLURM_OPTIONS, option_name
 from slurmk8s.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION_LINE = '    version: "26.05"\n'
 
 
-def kind_dev(extra: str):
+def kind_dev(extra: str, spec: str = ""):
+    """kind-dev.yaml's render with extra lines in spec.slurm and spec lines at the end of spec."""
     text = (ROOT / "profiles" / "kind-dev.yaml").read_text()
     assert VERSION_LINE in text
-    return render(load_profile(text.replace(VERSION_LINE, VERSION_LINE + extra).encode()))
+    return render(load_profile((text.replace(VERSION_LINE, VERSION_LINE + extra) + spec).encode()))
 
 
 def key_lines(slurm_conf: str, key: str) -> list[str]:
@@ -58,6 +61,73 @@ def test_a_key_set_twice_or_with_a_field_of_its_own_is_refused_located(config: s
         kind_dev(f"    config: {config}\n")
     assert [line.split(" ", 1)[1] for line in str(info.value).splitlines()] == [message]
     assert str(info.value).startswith("<profile>:11:")
+
+
+GENERATED = {"SchedulerParameters": "bf_continue,bf_interval=30,bf_max_job_test=500,bf_window=1440",
+             "SlurmctldParameters": "enable_configless,idle_on_node_suspend"}  # kind-dev's (26.05, an elastic pool)
+
+
+@pytest.mark.parametrize("key, added", [("SchedulerParameters", "bf_busy_nodes,max_rpc_cnt=150"),
+                                        ("SlurmctldParameters", "enable_stepmgr")])
+def test_options_added_to_a_list_valued_key_follow_the_generators_on_its_one_line(key: str, added: str) -> None:
+    assert key_lines(kind_dev("").files["slurm.conf"], key) == [f"{key}={GENERATED[key]}"]
+    conf = kind_dev(f"    config: {{{key}: \"{added}\"}}\n").files["slurm.conf"]
+    assert key_lines(conf, key) == [f"{key}={GENERATED[key]},{added}"]
+    assert "\n# From the profile's spec.slurm.config\n" not in conf  # nothing else of the profile's: no section
+
+
+def test_an_option_the_generator_writes_already_is_written_once() -> None:
+    conf = kind_dev('    config: {SlurmctldParameters: "Enable_Configless,enable_stepmgr,enable_stepmgr"}\n').files["slurm.conf"]
+    assert key_lines(conf, "SlurmctldParameters") == [f"SlurmctldParameters={GENERATED['SlurmctldParameters']},enable_stepmgr"]
+
+
+def test_with_the_builtin_scheduler_the_line_holds_the_profiles_options_alone() -> None:
+    builtin = "  scheduling:\n    scheduler: {type: builtin}\n"
+    assert key_lines(kind_dev("", builtin).files["slurm.conf"], "SchedulerParameters") == []
+    conf = kind_dev('    config: {SchedulerParameters: "bf_busy_nodes"}\n', builtin).files["slurm.conf"]
+    assert key_lines(conf, "SchedulerParameters") == ["SchedulerParameters=bf_busy_nodes"]
+    assert "SchedulerType=sched/builtin\nSchedulerParameters=bf_busy_nodes\n" in conf
+
+
+@pytest.mark.parametrize("value, message", [
+    ("bf_interval=60", "option 'bf_interval' has its own field: set spec.scheduling.scheduler.interval"),
+    ("BF_Window=2880", "option 'bf_window' has its own field: set spec.scheduling.scheduler.window"),
+    ("bf_max_job_test=100", "option 'bf_max_job_test' has its own field: set spec.scheduling.scheduler.maxJobTest"),
+    ("bf_continue", "option 'bf_continue' has its own field: set spec.scheduling.scheduler.continue"),
+    ("max_rpc_cnt=100,max_rpc_cnt=150",
+     "option 'max_rpc_cnt' is given twice ('max_rpc_cnt=100' and 'max_rpc_cnt=150'): give it once"),
+    ("bf_busy_nodes,,max_rpc_cnt=150",
+     "'bf_busy_nodes,,max_rpc_cnt=150' has an empty option: give options separated by single commas"),
+], ids=["interval", "window-any-case", "max-job-test", "continue", "twice", "empty"])
+def test_an_option_the_profile_may_not_add_is_refused_located(value: str, message: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        kind_dev(f"    config: {{SchedulerParameters: \"{value}\"}}\n")
+    assert str(info.value).splitlines() == [f"<profile>:11:35: spec.slurm.config.SchedulerParameters: {message}"]
+
+
+def test_a_generated_option_given_another_value_is_refused_located() -> None:
+    with pytest.raises(ProfileError) as info:
+        kind_dev('    config: {SlurmctldParameters: "idle_on_node_suspend=no"}\n')
+    assert str(info.value).splitlines() == [
+        "<profile>:11:35: spec.slurm.config.SlurmctldParameters: option 'idle_on_node_suspend=no': the generator "
+        "writes SlurmctldParameters option 'idle_on_node_suspend'; leave it out"]
+
+
+def test_every_scheduler_option_the_generator_writes_has_its_field_named() -> None:
+    """A new option written from spec.scheduling must be listed, or a profile could set it twice."""
+    for continue_ in ("true", "false"):
+        conf = kind_dev("", f"  scheduling:\n    scheduler: {{continue: {continue_}}}\n").files["slurm.conf"]
+        line = key_lines(conf, "SchedulerParameters")[0].split("=", 1)[1]
+        names = {option_name(o) for o in line.split(",")}
+        assert names <= set(TYPED_SLURM_OPTIONS["schedulerparameters"]), names
+    assert "bf_continue" in {option_name(o) for o in GENERATED["SchedulerParameters"].split(",")}
+
+
+def test_the_starters_config_example_uncommented_is_valid_and_added() -> None:
+    text = STARTER.replace("    # config:", "    config:").replace("    #   SchedulerParameters:", "      SchedulerParameters:")
+    assert text != STARTER
+    conf = render(load_profile(text.encode())).files["slurm.conf"]
+    assert key_lines(conf, "SchedulerParameters")[0].endswith(",bf_busy_nodes,max_rpc_cnt=150")
 
 
 def test_every_file_extrafiles_may_not_replace_is_one_the_generator_writes() -> None:

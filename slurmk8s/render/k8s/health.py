@@ -123,7 +123,7 @@ def build_node_reader(profile: Profile) -> list[Obj]:
     pool pods' ServiceAccount. Cluster-scoped, so named after the namespace too."""
     if not drains_on_cordon(profile):
         return []
-    name = naming.cluster_role(profile.namespace, profile.name, NODE_READER)
+    name = naming.cluster_scoped(profile.namespace, profile.name, NODE_READER)
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": meta(profile, name, naming.WORKER, namespaced=False),
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}

@@ -66,10 +66,17 @@ def build_service_login(profile: Profile) -> Obj:
     svc: Obj = {"type": profile.login.service_type,
                 "selector": naming.selector_labels(profile.name, naming.LOGIN),
                 "ports": [{"name": "ssh", "port": profile.login.service_port, "targetPort": 22, "protocol": "TCP"}]}
-    if profile.login.service_type != "ClusterIP":
-        svc["externalTrafficPolicy"] = "Local"
+    login = profile.login
+    if login.external_traffic_policy is not None:
+        svc["externalTrafficPolicy"] = login.external_traffic_policy
+    if login.load_balancer_ip is not None:
+        svc["loadBalancerIP"] = login.load_balancer_ip
+    if login.load_balancer_source_ranges:
+        svc["loadBalancerSourceRanges"] = list(login.load_balancer_source_ranges)
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": meta(profile, naming.component_name(profile.name, naming.LOGIN), naming.LOGIN), "spec": svc}
+            "metadata": meta(profile, naming.component_name(profile.name, naming.LOGIN), naming.LOGIN,
+                             annotations=dict(login.service_annotations)),
+            "spec": svc}
 
 
 def build_service_login_pods(profile: Profile) -> Obj:
@@ -114,7 +121,7 @@ def build_statefulset_login(profile: Profile, config_hash: str) -> Obj:
         "ports": [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 30, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        "resources": profile.daemon_resources.login.as_kubernetes(),
         # No privilege escalation: sshd's own setuid() needs CAP_SETUID, not setuid binaries, and with
         # no_new_privs a user's session cannot gain privileges through su, passwd or newgrp either.
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,

@@ -116,7 +116,7 @@ def build_statefulset_pool(profile: Profile, pool: Pool, config_hash: str, segme
     """slurmd in the foreground, privileged (it creates job cgroups; Slinky issue #238)."""
     segment = segment or pool_segments(profile, pool)[0]
     name = segment.statefulset
-    image = profile.images.worker
+    image = profile.worker_image(pool)  # slurmd, init-config and the sidecars: one image per pod
     slurmd_mounts, slurmd_vols = slurmd_volumes()
     tmp_mount, tmp_volume = job_tmp_volume(pool)
     mounts = mounts_config(profile, init=False, config=CONFIG_FETCHED, users=LIVE_USERS) + slurmd_mounts + [
