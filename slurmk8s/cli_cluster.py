@@ -223,6 +223,21 @@ def register(app: typer.Typer) -> None:
                                        delete_data=delete_data, yes=yes, wait=wait, timeout=timeout, dry_run=dry_run,
                                        echo=typer.echo, ask=lambda q: typer.confirm(q, default=False), namespace=namespace))
 
+    @app.command()
+    def token(profile: str = typer.Argument(..., help="Cluster profile (YAML)."),
+              user: str = typer.Argument(..., help="The Slurm user the token authenticates."),
+              lifespan: float = typer.Option(3600, "--lifespan", parser=parse_duration, metavar="DURATION",
+                                             help=f"How long the token is valid. {TIMEOUT_NOTE}"),
+              kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=KUBECONFIG_HELP),
+              context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
+              timeout: float = _timeout_option(60, "How long each API request (with its retries) may take."),
+              namespace: Optional[str] = _namespace_option(),
+              verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP)) -> None:
+        """Print SLURM_JWT=<token> for slurmrestd, minted by slurmctld (scontrol token) in its pod."""
+        from slurmk8s.actions.token import run_token
+        _run(verbose, lambda: run_token(profile, _cluster(kubeconfig, context, verbose=verbose, timeout=timeout), user,
+                                        max(1, round(lifespan)), echo=typer.echo, note=_stderr, namespace=namespace))
+
     accounts_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The profile's accounts, users and QoS in slurmdbd.")
     app.add_typer(accounts_app, name="accounts")
 

@@ -36,6 +36,8 @@ ACCOUNTS = "accounts"
 ROLLOUT = "rollout"
 # The GitOps hook Job that refuses an unsupported Slurm release step before a sync (render/k8s/upgradecheck.py).
 UPGRADE_CHECK = "upgrade-check"
+# The CronJob (and first-fill Job) that keeps each listed user's slurmrestd token Secret fresh (render/k8s/tokens.py).
+TOKENS = "tokens"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -74,9 +76,10 @@ DAEMON = {
     ACCOUNTS: "sacctmgr",
     ROLLOUT: "rollout",
     UPGRADE_CHECK: "upgrade-check",
+    TOKENS: "scontrol-token",
 }
 # The project's images (slurmk8s images build): one per daemon; the accounts Job runs in slurmctld's.
-IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT], DAEMON[UPGRADE_CHECK]}))
+IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT], DAEMON[UPGRADE_CHECK], DAEMON[TOKENS]}))
 
 
 def image_tag(slurm_version: str, os_name: str) -> str:
@@ -247,6 +250,17 @@ def ssh_host_keys_secret(cluster: str) -> str:
 def jwt_secret(cluster: str) -> str:
     """Secret with the JWT signing key for slurmrestd; created by `up`."""
     return f"{cluster}-jwt-key"
+
+
+def token_secret(cluster: str, user: str) -> str:
+    """Secret holding a slurmrestd token of one user (spec.restapi.tokens), refreshed by the tokens CronJob.
+    `_` is not allowed in object names: it becomes `-` (profile/restapi.py refuses two users who then collide)."""
+    return f"{cluster}-token-{user.replace('_', '-')}"
+
+
+def tokens_job(cluster: str, digest: str) -> str:
+    """The Job that fills the token Secrets at once on apply; named by its content, as accounts_job."""
+    return f"{cluster}-tokens-{digest[:8]}"
 
 
 def db_password_secret(cluster: str) -> str:

@@ -23,8 +23,9 @@ def secret_factory(bundle: Bundle) -> Callable[[RequiredSecret], dict[str, Any]]
                          "labels": naming.object_labels(bundle.cluster, required.component)},
             "type": "Opaque",
             # Rotation is by replacement (delete, then `up`), never by an edit: the API server refuses
-            # any change to the data, so a key cannot be swapped under running pods.
-            "immutable": True,
+            # any change to the data, so a key cannot be swapped under running pods. A token Secret is the
+            # exception: its Job refills it.
+            "immutable": required.kind != "empty",
             "data": {required.key: material},
         }
     return build_secret

@@ -49,6 +49,8 @@ _BUILTIN = [
     Resource("apps/v1", "StatefulSet", "statefulsets", True),
     Resource("apps/v1", "Deployment", "deployments", True),
     Resource("apps/v1", "DaemonSet", "daemonsets", True),
+    Resource("batch/v1", "Job", "jobs", True),
+    Resource("batch/v1", "CronJob", "cronjobs", True),
 ]
 BUILTIN = {(r.api_version, r.kind): r for r in _BUILTIN}
 

@@ -142,6 +142,15 @@ def _in_release_namespace(obj: dict, bundle: Bundle, t: _Templater) -> dict:
     if "subjects" in obj:
         obj["subjects"] = [{**s, "namespace": t.hole(RELEASE_NAMESPACE_VALUE)} if s.get("namespace") == ns else s
                            for s in obj["subjects"]]
+    if obj["kind"] == "CronJob":  # its pod is one level down, in the Job template
+        job = {"spec": obj["spec"]["jobTemplate"]["spec"]}
+        job_spec = _with_release_search_domains(job, ns, t)["spec"]
+        return {**obj, "spec": {**obj["spec"], "jobTemplate": {**obj["spec"]["jobTemplate"], "spec": job_spec}}}
+    return _with_release_search_domains(obj, ns, t)
+
+
+def _with_release_search_domains(obj: dict, ns: str, t: _Templater) -> dict:
+    """A copy of a pod-template holder whose DNS search domains name the release's namespace."""
     pod = obj.get("spec", {}).get("template", {}).get("spec") if isinstance(obj.get("spec"), dict) else None
     if pod and "dnsConfig" in pod:
         marker = f".{ns}.svc."

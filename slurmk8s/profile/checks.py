@@ -18,6 +18,7 @@ from slurmk8s.profile.login import check_login
 from slurmk8s.profile.pods import check_pods
 from slurmk8s.profile.pools import check_pools
 from slurmk8s.profile.resources import check_resources
+from slurmk8s.profile.restapi import check_restapi
 from slurmk8s.profile.scheduling import check_scheduling
 from slurmk8s.profile.sidebyside import check_side_by_side
 from slurmk8s.profile.slurm import check_extra_files, check_slurm
@@ -52,6 +53,7 @@ def check_profile(profile: Profile, doc: dict[str, Any]) -> list[Problem]:
     problems += check_extra_files(spec)
     problems += check_pods(spec)
     problems += check_login(spec)
+    problems += check_restapi(spec)
     # Every node's name (10,000 in a large profile) only when there are shared nodes to compare.
     problems += check_side_by_side(profile.side_by_side, spec,
                                    _pool_node_names(profile) if profile.side_by_side else set(),

@@ -57,6 +57,7 @@ DEFAULTS: dict[str, object] = {
     "spec.volumes[].claim.accessMode": "ReadWriteMany",
     "spec.restapi.enabled": False,
     "spec.restapi.replicas": 1,
+    "spec.restapi.tokens[].lifespan": 3600,
     "spec.pools[].tmpSize": "10Gi",
     "spec.pools[].gpus.resource": "nvidia.com/gpu",
     "spec.pools[].gpus.onePodPerNode": True,

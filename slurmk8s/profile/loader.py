@@ -23,6 +23,7 @@ from slurmk8s.profile.partitions import load_partitions
 from slurmk8s.profile.pods import load_pods
 from slurmk8s.profile.pools import load_pool
 from slurmk8s.profile.resources import load_resources
+from slurmk8s.profile.restapi import load_tokens
 from slurmk8s.profile.scheduling import load_scheduling
 from slurmk8s.profile.repair import repair
 from slurmk8s.profile.schema import describe_value, schema_findings
@@ -175,6 +176,7 @@ def _to_model(doc: dict, source: str, locator: Locator | None = None) -> Profile
                         max_unavailable=value_or_default(spec.get("rollout", {}), "maxUnavailable", "spec.rollout.maxUnavailable"),
                         drain_on_cordon=value_or_default(spec.get("rollout", {}), "drainOnCordon", "spec.rollout.drainOnCordon")),
         identity=load_identity(spec.get("identity")),
+        restapi_tokens=load_tokens(spec.get("restapi", {})),
         volumes=load_volumes(spec.get("volumes")),
         daemon_resources=load_resources(spec),
         pod_settings=load_pods(spec.get("pods")),

@@ -17,6 +17,7 @@ from slurmk8s.profile.partitions import Partition
 from slurmk8s.profile.pods import PodSettings
 from slurmk8s.profile.pools import Pool
 from slurmk8s.profile.resources import DaemonResources, load_resources
+from slurmk8s.profile.restapi import TokenSecret
 from slurmk8s.profile.scheduling import Scheduling, load_scheduling
 from slurmk8s.profile.sidebyside import SideBySide
 from slurmk8s.profile.slurm import Images
@@ -78,6 +79,7 @@ class Profile:
     daemon_resources: DaemonResources = field(default_factory=lambda: load_resources({}))
     slurm_extra_files: tuple[tuple[str, str], ...] = ()  # spec.slurm.extraFiles: (name, text), sorted
     pod_settings: PodSettings = field(default_factory=PodSettings)  # spec.pods (profile/pods.py)
+    restapi_tokens: tuple[TokenSecret, ...] = ()  # spec.restapi.tokens (profile/restapi.py)
     source: str = field(default="<profile>", compare=False)
     # Where each field was written (loader.py), so checks after loading (render/apirules.py) point at it.
     locator: Locator | None = field(default=None, compare=False, repr=False)

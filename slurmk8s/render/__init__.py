@@ -9,7 +9,7 @@ from slurmk8s.render.apirules import refuse_api_violations
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
     accounting, accounts, clusterwide, controller, health, identity, keda, login, metrics, podextras, podreplacement,
-    power, restapi, security, sidebyside, upgradecheck, volumes, workers,
+    power, restapi, security, sidebyside, tokens, upgradecheck, volumes, workers,
 )
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
@@ -27,6 +27,9 @@ def required_secrets(profile: Profile) -> tuple[RequiredSecret, ...]:
         secrets.append(RequiredSecret(naming.db_password_secret(c), "password", "password", naming.DATABASE))
     if profile.restapi_enabled:
         secrets.append(RequiredSecret(naming.jwt_secret(c), "jwt_hs256.key", "jwt", naming.RESTAPI))
+        # Created empty: the tokens Job fills them (render/k8s/tokens.py).
+        secrets += [RequiredSecret(naming.token_secret(c, t.user), "token", "empty", naming.TOKENS)
+                    for t in profile.restapi_tokens]
     if profile.login.replicas:
         secrets.append(RequiredSecret(naming.ssh_host_keys_secret(c), login.HOST_KEY, "ssh-host-ed25519", naming.LOGIN))
     return tuple(secrets)
@@ -120,6 +123,7 @@ def render(profile: Profile) -> Bundle:
     if profile.restapi_enabled:
         objects.append(restapi.build_deployment_restapi(profile, snapshot_client_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
+    objects += tokens.build_tokens_objects(profile)
 
     objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, podreplacement.with_rollout_fields(profile, o)))
                for o in objects]

@@ -11,7 +11,8 @@ class RequiredSecret:
     """A Secret the bundle references but never contains; `up` creates it once.
 
     kind says what material goes in: "slurm.key" (1024 random bytes), "munge.key"
-    (1024 random bytes), "password" (32 alphanumerics), "jwt" (32 random bytes, HS256).
+    (1024 random bytes), "password" (32 alphanumerics), "jwt" (32 random bytes, HS256), "empty"
+    (no bytes: a Secret that a Job of the cluster fills, the token Secrets).
     """
 
     name: str

@@ -30,8 +30,9 @@ class Stage:
     wave: int = 0
 
 
-# A ScaledObject goes out with the workload it scales (Argo CD: in the wave after it, output/argocd.py).
-WORKLOAD_KINDS = frozenset(naming.POD_TEMPLATE_KINDS + ("ScaledObject",))
+# A ScaledObject goes out with the workload it scales (Argo CD: in the wave after it, output/argocd.py); a CronJob
+# (the tokens') with the other workloads, once slurmctld is there to answer it.
+WORKLOAD_KINDS = frozenset(naming.POD_TEMPLATE_KINDS + ("ScaledObject", "CronJob"))
 
 INSTALL_ORDER: tuple[Stage, ...] = (
     Stage("namespace", frozenset({"Namespace"})),

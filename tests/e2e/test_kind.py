@@ -8,6 +8,7 @@ profile take the same cluster in turn. `python -m pytest tests/e2e -v` (docs/kin
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -239,9 +240,14 @@ def gpu_less_research(profile: dict) -> None:
 
 
 @pytest.fixture(scope="class")
-def research(cluster: Cluster, tmp_path_factory) -> Cluster:
-    profile = local_profile(REPO / "profiles" / "gpu-ib.yaml", tmp_path_factory.mktemp("research") / "research.yaml",
-                            gpu_less_research)
+def research_profile(tmp_path_factory) -> Path:
+    return local_profile(REPO / "profiles" / "gpu-ib.yaml", tmp_path_factory.mktemp("research") / "research.yaml",
+                         gpu_less_research)
+
+
+@pytest.fixture(scope="class")
+def research(cluster: Cluster, research_profile: Path) -> Cluster:
+    profile = research_profile
     up = cluster.slurmk8s("up", str(profile), "--timeout", "900")
     assert "cluster research is ready" in up.stdout
     yield cluster
@@ -249,15 +255,19 @@ def research(cluster: Cluster, tmp_path_factory) -> Cluster:
 
 
 REST_PING = """
-import json, re, sys, urllib.request
+import json, re, sys, urllib.error, urllib.request
 base, token = "http://research-restapi:6820", sys.argv[1]
-headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
+user = sys.argv[2] if len(sys.argv) > 2 else "root"
+headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token}
 def get(path):
     with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=30) as r:
         return json.load(r)
-paths = get("/openapi/v3")["paths"]
-ping = sorted(p for p in paths if re.fullmatch(r"/slurm/v0\\.0\\.\\d+/ping/", p))[-1]
-print(json.dumps(get(ping)))
+try:
+    paths = get("/openapi/v3")["paths"]
+    ping = sorted(p for p in paths if re.fullmatch(r"/slurm/v0\\.0\\.\\d+/ping/", p))[-1]
+    print(json.dumps(get(ping)))
+except urllib.error.HTTPError as e:
+    print(json.dumps({"status": e.code}))
 """
 
 
@@ -298,3 +308,35 @@ class TestRestApi:
         reply = json.loads(login_hpc("python3", "-c", REST_PING, token.split("=", 1)[1]))
         assert reply.get("errors") == [], reply
         assert [(p["hostname"], p["responding"]) for p in reply["pings"]] == [("research-controller-0", True)], reply
+
+    def test_slurmk8s_token_mints_a_token_of_that_user_alone(self, research: Cluster, research_profile: Path) -> None:
+        """`slurmk8s token` asks slurmctld; slurmrestd takes the token as ada and refuses it for anyone else."""
+        out = research.slurmk8s("token", str(research_profile), "ada", "--lifespan", "10m").stdout
+        assert out.startswith("SLURM_JWT=") and out.count("\n") == 1, out
+        token = out.strip().split("=", 1)[1]
+        as_ada = json.loads(self.login(research, "python3", "-c", REST_PING, token, "ada"))
+        assert as_ada.get("errors") == [] and as_ada["pings"][0]["responding"], as_ada
+        as_max = json.loads(self.login(research, "python3", "-c", REST_PING, token, "max"))
+        assert as_max.get("status") == 401 or as_max.get("errors"), as_max
+
+    def test_the_token_secret_is_filled_on_apply_and_refilled_by_the_cronjob(self, research: Cluster) -> None:
+        """spec.restapi.tokens: the Job named by its content fills research-token-ada; a run of the CronJob
+        replaces the token with a fresh one that slurmrestd takes as ada."""
+        def secret() -> dict[str, str]:
+            found = json.loads(research.kubectl("-n", "hpc", "get", "secret", "research-token-ada", "-o", "json").stdout)
+            return {k: base64.b64decode(v).decode() for k, v in (found.get("data") or {}).items()}
+        first = wait_until(lambda: (s := secret()).get("token") and s, 600, "the tokens Job to fill research-token-ada")
+        assert first["user"] == "ada" and first["expires"].endswith("Z")
+        schedule = research.jsonpath("-n", "hpc", "get", "cronjob", "research-tokens", path="{.spec.schedule}")
+        assert schedule == "*/30 * * * *"  # ada's lifespan is 2 h: a refresh every 30 min
+        research.kubectl("-n", "hpc", "create", "job", "--from=cronjob/research-tokens", "research-tokens-by-hand")
+        research.kubectl("-n", "hpc", "wait", "--for=condition=complete", "job/research-tokens-by-hand", "--timeout=300s",
+                         timeout=330)
+        second = secret()
+        assert second["token"] != first["token"] and second["expires"] >= first["expires"]
+        reply = json.loads(self.login(research, "python3", "-c", REST_PING, second["token"], "ada"))
+        assert reply.get("errors") == [] and reply["pings"][0]["responding"], reply
+
+    @staticmethod
+    def login(research: Cluster, *command: str) -> str:
+        return research.kubectl("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--", *command).stdout

@@ -84,7 +84,7 @@ def test_stages_follow_dependency_order_and_run_in_parallel(stub, up):
     stages = sorted(set(stage_index.values()))
     assert [STAGE_NAMES[s] for s in stages] == [
         "namespace", "service accounts and RBAC", "secrets", "config maps", "services, claims, policies",
-        "mariadb", "accounting", "controller", "worker", "login", "restapi"]
+        "mariadb", "accounting", "controller", "worker", "login", "restapi", "other workloads"]
     # Order is causal, not timed: no request of a stage starts before every request of the stage before was answered.
     for earlier, later in zip(stages, stages[1:]):
         done = max(r.ended for k, r in by_name.items() if stage_index[k] == earlier)
@@ -105,7 +105,9 @@ def test_missing_secrets_get_strong_fresh_material(stub, up):
     up(GPU_IB)
     created = {r.body["metadata"]["name"]: r for r in stub.calls("POST", "/secrets")}
     assert sorted(created) == ["research-auth-key", "research-db-password", "research-jwt-key",
-                               "research-ssh-host-keys"]
+                               "research-ssh-host-keys", "research-token-ada"]
+    # ada's token Secret starts empty: the tokens Job fills it (render/k8s/tokens.py).
+    assert created["research-token-ada"].body["data"] == {"token": ""}
     assert {r.q("fieldManager") for r in created.values()} == {"slurmk8s"}
     key = base64.b64decode(created["research-auth-key"].body["data"]["slurm.key"])
     jwt = base64.b64decode(created["research-jwt-key"].body["data"]["jwt_hs256.key"])
@@ -119,11 +121,12 @@ def test_missing_secrets_get_strong_fresh_material(stub, up):
 
 
 def test_created_secrets_are_immutable(stub, up):
-    """Rotation is by replacement (delete, then up), so the API server may refuse every edit of the data."""
+    """Rotation is by replacement (delete, then up), so the API server may refuse every edit of the data; a token
+    Secret, which its Job refills, is the one that may change."""
     up(GPU_IB)
     assert {r.body["metadata"]["name"]: r.body.get("immutable") for r in stub.calls("POST", "/secrets")} == {
         "research-auth-key": True, "research-db-password": True, "research-jwt-key": True,
-        "research-ssh-host-keys": True}
+        "research-ssh-host-keys": True, "research-token-ada": False}
 
 
 def test_an_existing_secret_is_never_written(stub, up):

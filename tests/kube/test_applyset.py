@@ -57,7 +57,7 @@ def test_a_second_up_reports_no_change_for_any_kind(stub, up):
     plan, lines = up(GPU_IB)
     assert not plan.changed
     assert {c.action for c in plan.changes} == {"unchanged", "kept"}
-    assert lines[-1] == f"no changes: {object_count(GPU_IB)} objects unchanged, 4 of 4 secrets kept"
+    assert lines[-1] == f"no changes: {object_count(GPU_IB)} objects unchanged, 5 of 5 secrets kept"
 
 
 def test_a_scaled_object_the_profile_dropped_is_pruned(stub, up, edited_profile):

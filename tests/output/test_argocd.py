@@ -17,6 +17,7 @@ import yaml
 from slurmk8s import naming
 from slurmk8s.actions.render import FORMATS, build_tree, render_file
 from slurmk8s.output.argocd import ANNOTATION_SYNC_WAVE, ELASTIC_REPLICAS_JQ, waved_objects
+from slurmk8s.render.order import WORKLOAD_KINDS
 from crdschema import validate_custom_resource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def test_sync_waves_order_database_slurmdbd_slurmctld_then_nodes(example_profile
     wave = {o["metadata"]["labels"].get(naming.LABEL_COMPONENT): int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE])
             for o in objects if o["kind"] in naming.WORKLOAD_KINDS}
     config_waves = {int(o["metadata"]["annotations"][ANNOTATION_SYNC_WAVE]) for o in objects
-                    if o["kind"] not in naming.WORKLOAD_KINDS and o["kind"] != "ScaledObject"}
+                    if o["kind"] not in WORKLOAD_KINDS}
     order = [c for c in (naming.DATABASE, naming.ACCOUNTING, naming.CONTROLLER) if c in wave]
     assert [wave[c] for c in order] == sorted({wave[c] for c in order}) and len(set(wave[c] for c in order)) == len(order)
     later = [wave[c] for c in (naming.WORKER, naming.LOGIN, naming.RESTAPI) if c in wave]

@@ -123,6 +123,14 @@ def test_the_power_program_scales_in_the_namespace_its_pod_runs_in(tmp_path: Pat
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl not on PATH (needed for `kubectl kustomize`)")
+def pod_spec_of(obj: dict) -> dict:
+    """The pod spec of a workload, Job or CronJob ({} for other kinds)."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "CronJob":
+        spec = spec.get("jobTemplate", {}).get("spec", {})
+    return spec.get("template", {}).get("spec", {})
+
+
 def test_a_namespace_overlay_leaves_nothing_in_the_old_namespace(tmp_path: Path) -> None:
     """Every object, RBAC subject and (after the init script) search domain ends up in the overlay's namespace."""
     from slurmk8s.profile.files import read_profile
@@ -149,7 +157,7 @@ def test_a_namespace_overlay_leaves_nothing_in_the_old_namespace(tmp_path: Path)
             assert subject["namespace"] == "hpc-prod"
     profile = read_profile(str(GPU_IB))
     for obj in objects:
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {})
+        spec = pod_spec_of(obj)
         if "dnsConfig" in spec:
             resolv = tmp_path / "resolv.conf"
             resolv.write_text(kubelet_resolv_conf("hpc-prod", spec))
@@ -158,8 +166,7 @@ def test_a_namespace_overlay_leaves_nothing_in_the_old_namespace(tmp_path: Path)
     # What is left naming the rendered namespace: only the dnsConfig entries the init script corrects.
     rest = [o for o in objects if o["kind"] != "Namespace"]
     for obj in rest:
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {})
-        spec.pop("dnsConfig", None)
+        pod_spec_of(obj).pop("dnsConfig", None)
     assert '"hpc"' not in json.dumps(rest) and ".hpc." not in json.dumps(rest)
 
 

@@ -113,6 +113,7 @@ def test_a_volume_claim_named_as_the_controllers_is_blamed_on_the_volume() -> No
                          create_homes=False, claim_size="1Gi", claim_access_mode="ReadWriteMany")
     with pytest.raises(ProfileError) as info:
         render(dataclasses.replace(profile, volumes=profile.volumes + (clash,)))
+    line = Path(profile.source).read_text().splitlines().index("  volumes:") + 2  # the first item's line
     assert str(info.value).splitlines() == [
-        f"{profile.source}:42:5: spec.volumes: volume 'controller-statesave' would make "
+        f"{profile.source}:{line}:5: spec.volumes: volume 'controller-statesave' would make "
         "PersistentVolumeClaim/research-controller-statesave, which the controller makes too; rename one of them"]

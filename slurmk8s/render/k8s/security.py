@@ -82,6 +82,13 @@ ACCEPTED: dict[str, dict[str, str]] = {
         "CKV_K8S_40": _UID_SLURM,
         "CKV_K8S_43": _DIGEST,
     },
+    naming.TOKENS: {
+        "CKV_K8S_15": _PULL,
+        "CKV_K8S_22": "init-config writes the config and installs the key in the image's /etc/slurm, as in every Slurm pod",
+        "CKV_K8S_25": _CAPS_INIT,
+        "CKV_K8S_40": _UID_SLURM,
+        "CKV_K8S_43": _DIGEST,
+    },
     naming.UPGRADE_CHECK: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_40": _UID_SLURM,
@@ -105,17 +112,18 @@ ACCEPTED_WITH_MUNGE: dict[str, str] = {
 ACCEPTED_WITH_TOKEN: dict[str, str] = {
     "CKV_K8S_38": "the pod calls the API with a Role limited to named objects: the pool StatefulSets' scale "
                   "(power saving), pool pod labels (busy marks), get/delete of pool pods (the rollout Job), "
-                  "get of the Slurm StatefulSets (the upgrade check)",
+                  "get of the Slurm StatefulSets (the upgrade check), patch of the token Secrets (the tokens Job)",
 }
 
 
 def accepted_findings(obj: Obj) -> dict[str, str]:
     """check id -> reason for the findings accepted on this workload ({} for other kinds)."""
-    if obj.get("kind") not in naming.POD_TEMPLATE_KINDS:
+    if obj.get("kind") not in naming.POD_TEMPLATE_KINDS + ("CronJob",):
         return {}
     component = obj["metadata"].get("labels", {}).get(naming.LABEL_COMPONENT)
     found = dict(ACCEPTED.get(component, {}))
-    pod = obj["spec"]["template"]["spec"]
+    spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
+    pod = spec["template"]["spec"]
     if any(c["name"] == "munged" for c in pod.get("initContainers", [])):
         found.update(ACCEPTED_WITH_MUNGE)
     if pod.get("automountServiceAccountToken") is not False:
