@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable, TextIO
+from dataclasses import dataclass, field, replace
+from typing import Callable, TextIO
 
 from slurmk8s import naming
 from slurmk8s.actions.accounts import apply_accounts, run_in_controller
 from slurmk8s.actions.interface import Cluster, header
 from slurmk8s.actions.converge import drain_dropped, into_range, resume_own_drains
-from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, explain, reconfigure_in_place
+from slurmk8s.actions.reconfigure import ANNOTATION_CONFIG_SEEN, DayTwo, explain, reconfigure_in_place
 from slurmk8s.actions.rollout import check_upgrade, roll_pools, upgrade_slurmdbd_first, waiting_pods
 from slurmk8s.actions.secrets import secret_factory
 from slurmk8s.debian import SLURM_RELEASES
 from slurmk8s.errors import UsageError
 from slurmk8s.images.recipes import check_registry
-from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED
+from slurmk8s.kube.apply import CONFIGURED, CREATED, KEPT, PRUNED, UNCHANGED, Plan
 from slurmk8s.profile.files import read_profile
 from slurmk8s.profile.slurm import load_images
 from slurmk8s.progress import Progress
-from slurmk8s.render import render
+from slurmk8s.profile.model import Profile
+from slurmk8s.render import Bundle, render
 from slurmk8s.render.hints import login_hint
 
 
@@ -119,23 +120,20 @@ class UpRun:
     echo: Callable[[str], None]
     progress: Callable[[str], None]
     live_wait: bool  # the CLI: the wait shows a live line
-    profile: Any = None
-    bundle: Any = None
-    live_versions: Any = None
-    day_two: Any = None  # restarts and in-place changes, from a dry-run apply before the writes
-    plan: Any = None
+    profile: Profile
+    bundle: Bundle
+    live_versions: dict[str, str] = field(default_factory=dict)  # component -> the Slurm release it runs
+    # Restarts and in-place changes, from a dry-run apply before the writes (none in a dry run).
+    day_two: DayTwo = field(default_factory=lambda: DayTwo((), (), False))
+    plan: Plan | None = None
 
 
-def step_render(run: UpRun, profile_path: str) -> None:
+def rendered(profile_path: str, options: UpOptions) -> tuple[Profile, Bundle]:
     """Read the profile once (it may come from stdin) and render it."""
-    options = run.options
-    run.profile = read_profile(profile_path, options.namespace)
+    profile = read_profile(profile_path, options.namespace)
     if options.images:
-        run.profile = with_built_images(run.profile, options.images)
-    run.bundle = render(run.profile)
-    run.echo(f"{'dry run: ' if options.dry_run else ''}{header(run.bundle, run.cluster)}")
-    if options.images:
-        run.echo(f"  images: {run.profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
+        profile = with_built_images(profile, options.images)
+    return profile, render(profile)
 
 
 def step_check_upgrade(run: UpRun) -> None:
@@ -241,16 +239,20 @@ AFTER_THE_WAIT = (step_wait, step_resume_drains, step_reconfigure, step_accounts
 
 
 def run_up(profile_path: str, cluster: Cluster, options: UpOptions = UpOptions(), echo: Callable[[str], None] = print,
-           progress: Callable[[str], None] | None = None):
+           progress: Callable[[str], None] | None = None) -> Plan:
     """Stand up (or update) the profile's cluster as named steps, as kind's create actions run; returns the
     Plan of what was applied."""
+    profile, bundle = rendered(profile_path, options)
+    echo(f"{'dry run: ' if options.dry_run else ''}{header(bundle, cluster)}")
+    if options.images:
+        echo(f"  images: {profile.images.controller.replace('slurmctld:', '<image>:')} (--images {options.images})")
     run = UpRun(cluster, options, echo, progress or (lambda line: print(line, file=sys.stderr, flush=True)),
-                live_wait=progress is None)
-    step_render(run, profile_path)
+                live_wait=progress is None, profile=profile, bundle=bundle)
     step_check_upgrade(run)
     steps = (() if options.dry_run else WRITES_FIRST) + (step_apply,)
     if not options.dry_run and options.wait:
         steps += AFTER_THE_WAIT
     for step in steps:
         step(run)
+    assert run.plan is not None  # every run has step_apply
     return run.plan

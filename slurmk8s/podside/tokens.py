@@ -71,6 +71,7 @@ def refresh(api, tokens, run=_scontrol, clock=time.time, say=print):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
+    # Here, not at the top: the CLI imports this module (token_argv, parse_token), where kubeapi is no top-level module.
     from kubeapi import Api  # noqa: E402  (shipped beside this file)
     with open(os.path.join(here, "settings.json")) as fh:
         settings = json.load(fh)
