@@ -386,3 +386,28 @@ def sackd_sidecar(profile: Profile, config: str = CONFIG_COPY) -> list[Obj]:
         "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }]
+
+
+def slurm_client_job_pod(profile: Profile, component: str, container: str, program_dir: str, program: str,
+                         resources: Obj) -> Obj:
+    """The pod of a hook or token Job: a shipped python3 program, mounted from the component's ConfigMap at
+    program_dir, run as SlurmUser (who may drain, resume and mint tokens; nothing here needs root) in the
+    controller image, a Slurm client with the cluster's slurm.conf and auth key, and the API token of the
+    component's ServiceAccount (read as SlurmUser: the kubelet makes it group-readable for the fsGroup)."""
+    image = profile.images.controller
+    runner: Obj = {
+        "name": container,
+        "image": image,
+        "imagePullPolicy": profile.images.pull_policy,
+        "command": ["python3", f"{program_dir}/{program}"],
+        "resources": resources,
+        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts_config(profile, init=False) + [{"name": component, "mountPath": program_dir,
+                                                              "readOnly": True}] + sack_client_mounts(profile),
+    }
+    volumes = volume_config(profile) + sack_volumes(profile) + [{"name": component, "configMap": {
+        "name": naming.component_name(profile.name, component), "defaultMode": 0o444}}]
+    return pod_spec(profile, component, [runner], [init_config_container(profile, image)] + sackd_sidecar(profile),
+                    volumes, {"restartPolicy": "Never", "automountServiceAccountToken": True,
+                              "securityContext": {"fsGroup": naming.SLURM_UID}})

@@ -14,10 +14,7 @@ from slurmk8s import naming
 from slurmk8s.podside import rollout_core
 from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Pool, Profile
-from slurmk8s.render.k8s.common import (
-    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, sack_client_mounts, sack_volumes,
-    role_binding, sackd_sidecar, service_account, volume_config,
-)
+from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding, service_account, slurm_client_job_pod
 from slurmk8s.render.topology import pool_segments
 
 ROLLOUT_DIR = "/etc/slurmk8s/rollout"
@@ -230,26 +227,9 @@ def build_hooks_rollout(profile: Profile, pool_templates: list[Obj], slurm_files
 def build_job_rollout(profile: Profile, data: dict[str, str], pool_templates: list[Obj]) -> Obj:
     """The Job; named by the pool templates it rolls to and what it runs, so each change is a new Job."""
     image = profile.images.controller
-    runner: Obj = {
-        "name": "rollout",
-        "image": image,
-        "imagePullPolicy": profile.images.pull_policy,
-        "command": ["python3", f"{ROLLOUT_DIR}/rollout.py"],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-        # SlurmUser may drain and resume nodes; nothing here needs root.
-        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
-                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": mounts_config(profile, init=False) + [{"name": "rollout", "mountPath": ROLLOUT_DIR,
-                                                              "readOnly": True}],
-    }
-    runner["volumeMounts"] += sack_client_mounts(profile)  # scontrol reconfigure, drain and resume
-    volumes = volume_config(profile) + sack_volumes(profile) + [{"name": "rollout", "configMap": {
-        "name": naming.component_name(profile.name, naming.ROLLOUT), "defaultMode": 0o444}}]
-    # The token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
-    pod = pod_spec(profile, naming.ROLLOUT, [runner], [init_config_container(profile, image)] + sackd_sidecar(profile),
-                   volumes,
-                   {"restartPolicy": "Never", "automountServiceAccountToken": True,
-                    "securityContext": {"fsGroup": naming.SLURM_UID}})
+    # scontrol reconfigure, drain and resume as SlurmUser; get and delete of pool pods with the Job's token.
+    pod = slurm_client_job_pod(profile, naming.ROLLOUT, "rollout", ROLLOUT_DIR, "rollout.py",
+                               {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}})
     slots = sum(s.slots for p in profile.pools for s in pool_segments(profile, p))
     batches = -(-slots // profile.rollout.max_unavailable)
     return {

@@ -24,10 +24,7 @@ from slurmk8s.podside import shipped
 from slurmk8s.profile.model import Profile
 from slurmk8s.profile.restapi import refresh_minutes
 from slurmk8s.render.k8s.podextras import with_pod_settings
-from slurmk8s.render.k8s.common import (
-    Obj, config_hash, init_config_container, meta, mounts_config, pod_spec, role_binding, sack_client_mounts,
-    sack_volumes, sackd_sidecar, service_account, volume_config,
-)
+from slurmk8s.render.k8s.common import Obj, config_hash, meta, role_binding, service_account, slurm_client_job_pod
 
 PROGRAM_DIR = "/etc/slurmk8s/tokens"
 BACKOFF_LIMIT = 6  # the first-fill Job retries until slurmctld answers (about 10 minutes of back-off)
@@ -49,25 +46,9 @@ def build_configmap_tokens(profile: Profile) -> Obj:
 
 
 def _pod(profile: Profile) -> Obj:
-    """python3 in the controller image as SlurmUser (who may ask slurmctld for anyone's token)."""
-    image = profile.images.controller
-    mint = {
-        "name": "scontrol-token",
-        "image": image,
-        "imagePullPolicy": profile.images.pull_policy,
-        "command": ["python3", f"{PROGRAM_DIR}/tokens.py"],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": {"runAsUser": naming.SLURM_UID, "runAsGroup": naming.SLURM_UID, "runAsNonRoot": True,
-                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": mounts_config(profile, init=False) + sack_client_mounts(profile)
-        + [{"name": "tokens", "mountPath": PROGRAM_DIR, "readOnly": True}],
-    }
-    volumes = volume_config(profile) + sack_volumes(profile) + [
-        {"name": "tokens", "configMap": {"name": naming.component_name(profile.name, naming.TOKENS), "defaultMode": 0o444}}]
-    # The API token is read as SlurmUser: the kubelet makes it group-readable for the pod's fsGroup.
-    return pod_spec(profile, naming.TOKENS, [mint], [init_config_container(profile, image)] + sackd_sidecar(profile),
-                    volumes, {"restartPolicy": "Never", "automountServiceAccountToken": True,
-                              "securityContext": {"fsGroup": naming.SLURM_UID}})
+    """podside/tokens.py as SlurmUser, who may ask slurmctld for anyone's token."""
+    return slurm_client_job_pod(profile, naming.TOKENS, "scontrol-token", PROGRAM_DIR, "tokens.py",
+                                {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}})
 
 
 def _job(profile: Profile, name: str, backoff: int) -> Obj:
