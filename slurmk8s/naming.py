@@ -38,6 +38,8 @@ ROLLOUT = "rollout"
 UPGRADE_CHECK = "upgrade-check"
 # The CronJob (and first-fill Job) that keeps each listed user's slurmrestd token Secret fresh (render/k8s/tokens.py).
 TOKENS = "tokens"
+# The CronJobs that dump the embedded database and restore a dump (render/k8s/dbbackup.py).
+DB_BACKUP = "db-backup"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -77,9 +79,11 @@ DAEMON = {
     ROLLOUT: "rollout",
     UPGRADE_CHECK: "upgrade-check",
     TOKENS: "scontrol-token",
+    DB_BACKUP: "mariadb-dump",
 }
 # The project's images (slurmk8s images build): one per daemon; the accounts Job runs in slurmctld's.
-IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT], DAEMON[UPGRADE_CHECK], DAEMON[TOKENS]}))
+IMAGES = tuple(sorted(set(DAEMON.values()) - {DAEMON[ACCOUNTS], DAEMON[ROLLOUT], DAEMON[UPGRADE_CHECK], DAEMON[TOKENS],
+                                                  DAEMON[DB_BACKUP]}))
 
 
 def image_tag(slurm_version: str, os_name: str) -> str:

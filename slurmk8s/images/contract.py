@@ -120,7 +120,12 @@ _PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
                    ("cp", "init-config copies the Slurm files")),
     "mariadb": (("mariadbd", "the database's command"), ("mariadb-install-db", "init-db makes the data directory once"),
                 ("mariadb-admin", "the database probes (mariadb-admin ping)"), ("cat", "init-db writes init.sql"),
-                ("chown", "init-db (chown mysql:mysql)")),
+                ("chown", "init-db (chown mysql:mysql)"),
+                ("mariadb-dump", "the db-backup CronJob dumps the accounting database"),
+                ("gzip", "the db-backup CronJob compresses each dump"),
+                ("mariadb", "the db-restore Job loads a dump"), ("gunzip", "the db-restore Job reads a dump"),
+                *((p, "the db-backup and db-restore Jobs name, list, rotate and pick dumps")
+                  for p in ("date", "grep", "head", "ls", "mv", "rm", "sort", "tail"))),
 }
 
 

@@ -21,6 +21,15 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class Backup:
+    """spec.accounting.database.embedded.backup: when to dump the database, how many dumps to keep, and where."""
+
+    schedule: str
+    keep: int
+    storage: Storage
+
+
+@dataclass(frozen=True)
 class SecretRef:
     """One key of a Secret."""
 
@@ -47,6 +56,7 @@ class Accounting:
     embedded: Storage | None  # None when external or disabled
     external: ExternalDatabase | None
     config: tuple[tuple[str, str], ...] = ()  # spec.accounting.config, sorted by key
+    backup: Backup | None = None  # the embedded database's dumps (None: no backup)
 
 
 def load_accounting(raw: dict) -> Accounting:
@@ -64,7 +74,14 @@ def load_accounting(raw: dict) -> Accounting:
         ), config)
     emb = db.get("embedded", {})
     storage = Storage(str(emb.get("storage", default("spec.accounting.database.embedded.storage"))), emb.get("storageClassName"))
-    return Accounting(enabled, storage if enabled else None, None, config)
+    backup = None
+    if "backup" in emb:
+        raw_backup, at = emb["backup"], "spec.accounting.database.embedded.backup"
+        backup = Backup(value_or_default(raw_backup, "schedule", f"{at}.schedule"),
+                        value_or_default(raw_backup, "keep", f"{at}.keep"),
+                        Storage(str(value_or_default(raw_backup, "storage", f"{at}.storage")),
+                                raw_backup.get("storageClassName")))
+    return Accounting(enabled, storage if enabled else None, None, config, backup if enabled else None)
 
 
 # slurmdbd.conf keys the generator writes (templates/slurmdbd.conf.j2) or the pod depends on; none has a

@@ -9,7 +9,7 @@ from slurmk8s.render.apirules import refuse_api_violations
 from slurmk8s.render.bundle import Bundle, RequiredSecret
 from slurmk8s.render.k8s import (
     accounting, accounts, clusterwide, controller, health, identity, keda, login, metrics, podextras, podreplacement,
-    power, restapi, security, sidebyside, tokens, upgradecheck, volumes, workers,
+    dbbackup, power, restapi, security, sidebyside, tokens, upgradecheck, volumes, workers,
 )
 from slurmk8s.render.k8s.accounts import manages_accounts, render_accounts_file
 from slurmk8s.render.k8s.common import auth_key_name, config_hash, named_by_content, service_account
@@ -124,6 +124,7 @@ def render(profile: Profile) -> Bundle:
         objects.append(restapi.build_deployment_restapi(profile, snapshot_client_hash))
     objects += [so for p in profile.pools if p.keda for so in keda.build_scaledobjects_pool(profile, p)]
     objects += tokens.build_tokens_objects(profile)
+    objects += dbbackup.build_db_backup_objects(profile)
 
     objects = [security.with_scan_annotations(podextras.with_pod_settings(profile, podreplacement.with_rollout_fields(profile, o)))
                for o in objects]

@@ -224,7 +224,7 @@ def gpu_less_research(profile: dict) -> None:
     spec = profile["spec"]
     spec["controller"] = {"replicas": 1, "storage": {"size": "1Gi"}}
     spec.pop("volumes", None)  # its /home claim asks for an RWX class kind lacks
-    spec["accounting"]["database"]["embedded"] = {"storage": "1Gi"}
+    spec["accounting"]["database"]["embedded"] = {"storage": "1Gi", "backup": {"storage": "1Gi", "keep": 2}}
     spec["login"] = {"replicas": 1}
     spec["metrics"]["monitor"] = "none"
     for pool in spec["pools"]:
@@ -336,6 +336,37 @@ class TestRestApi:
         assert second["token"] != first["token"] and second["expires"] >= first["expires"]
         reply = json.loads(self.login(research, "python3", "-c", REST_PING, second["token"], "ada"))
         assert reply.get("errors") == [] and reply["pings"][0]["responding"], reply
+
+    def test_a_dump_restores_the_accounting_database_after_it_is_dropped(self, research: Cluster) -> None:
+        """spec.accounting.database.embedded.backup, and docs/day2.md's restore, step by step (last in the class:
+        it stops slurmdbd for a while)."""
+        job = self.login(research, "runuser", "-u", "ada", "--", "sbatch", "--parsable", "-A", "physics",
+                         "--chdir=/tmp", "-o", "/dev/null", "--wrap", "true").strip().split(";")[0]
+        sacct = ("-n", "hpc", "exec", "research-login-0", "-c", LOGIN_CONTAINER, "--",
+                 "sacct", "-j", job, "-X", "-n", "-P", "-o", "User,State")
+
+        def recorded() -> bool:  # sacct fails while slurmdbd is away: not yet
+            return research.kubectl(*sacct, check=False).stdout.strip() == "ada|COMPLETED"
+        wait_until(recorded, 300, f"job {job} in sacct")
+        ns = ("-n", "hpc")
+        research.kubectl(*ns, "create", "job", "--from=cronjob/research-db-backup", "db-backup-by-hand")
+        research.kubectl(*ns, "wait", "--for=condition=complete", "job/db-backup-by-hand", "--timeout=300s", timeout=330)
+        assert "db-backup: wrote slurm_acct_db-" in research.kubectl(*ns, "logs", "job/db-backup-by-hand").stdout
+        password = base64.b64decode(research.jsonpath(*ns, "get", "secret", "research-db-password",
+                                                      path="{.data.password}")).decode()
+        sql = ("exec", "research-mariadb-0", "-c", "mariadb", "--", "mariadb", "--no-defaults", "--protocol=tcp",
+               "-h127.0.0.1", "-uslurm", f"-p{password}", "-N", "-e")
+        research.kubectl(*ns, "scale", "statefulset", "research-accounting", "--replicas=0")
+        research.kubectl(*ns, "wait", "--for=delete", "pod/research-accounting-0", "--timeout=120s", timeout=150)
+        research.kubectl(*ns, *sql, "DROP DATABASE slurm_acct_db")
+        assert "slurm_acct_db" not in research.kubectl(*ns, *sql, "SHOW DATABASES").stdout.split()
+        research.kubectl(*ns, "create", "job", "--from=cronjob/research-db-restore", "db-restore-by-hand")
+        research.kubectl(*ns, "wait", "--for=condition=complete", "job/db-restore-by-hand", "--timeout=300s", timeout=330)
+        research.kubectl(*ns, "scale", "statefulset", "research-accounting", "--replicas=1")
+        research.kubectl(*ns, "rollout", "status", "statefulset/research-accounting", "--timeout=300s", timeout=330)
+        wait_until(recorded, 300, f"job {job} in sacct again")
+        accounts = self.login(research, "sacctmgr", "-n", "-P", "show", "account", "format=Account").split()
+        assert {"physics", "lattice", "ml"} <= set(accounts), accounts
 
     @staticmethod
     def login(research: Cluster, *command: str) -> str:

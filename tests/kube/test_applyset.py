@@ -85,7 +85,8 @@ def test_down_deletes_the_scaled_object_too(stub, up, kubeconfig):
     assert "ScaledObject/research-h100" in [c.ref for c in plan.changes if c.action == "deleted"]
     assert stub.names("/apis/keda.sh/v1alpha1/namespaces/hpc/scaledobjects") == []
     # the data stays, and so does the inventory that lists it
-    assert stub.names(f"{NS}/persistentvolumeclaims") == ["research-controller-statesave", "research-home"]  # /home too
+    assert stub.names(f"{NS}/persistentvolumeclaims") == [
+        "research-controller-statesave", "research-db-backup", "research-home"]  # /home and the dumps too
     assert parent(stub)["metadata"]["annotations"][KINDS] == "Namespace,PersistentVolumeClaim,Secret"
     run_down(GPU_IB, KubeCluster(kubeconfig), wait=False, delete_data=True, yes=True, echo=lines.append)
     assert parent(stub) is None and stub.names(f"{NS}/persistentvolumeclaims") == []

@@ -57,9 +57,11 @@ def ingress_policy(profile: Profile, name: str, component: str, sources: list[Ob
 
 
 def build_networkpolicy_database(profile: Profile) -> Obj:
-    """MariaDB: 3306 from slurmdbd only."""
-    slurmdbd = {"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.ACCOUNTING)}}
-    return ingress_policy(profile, "mariadb", naming.DATABASE, [slurmdbd], 3306)
+    """MariaDB: 3306 from slurmdbd only, and from the backup and restore Jobs when there are any."""
+    sources = [{"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.ACCOUNTING)}}]
+    if profile.accounting.backup is not None:
+        sources.append({"podSelector": {"matchLabels": naming.selector_labels(profile.name, naming.DB_BACKUP)}})
+    return ingress_policy(profile, "mariadb", naming.DATABASE, sources, 3306)
 
 
 def build_networkpolicy_login(profile: Profile) -> Obj:

@@ -82,6 +82,11 @@ ACCEPTED: dict[str, dict[str, str]] = {
         "CKV_K8S_40": _UID_SLURM,
         "CKV_K8S_43": _DIGEST,
     },
+    naming.DB_BACKUP: {
+        "CKV_K8S_15": _PULL,
+        "CKV_K8S_40": "the MariaDB image's mysql user (uid 999) owns the dumps, as it owns the database",
+        "CKV_K8S_43": _DIGEST,
+    },
     naming.TOKENS: {
         "CKV_K8S_15": _PULL,
         "CKV_K8S_22": "init-config writes the config and installs the key in the image's /etc/slurm, as in every Slurm pod",
