@@ -126,3 +126,10 @@ def test_the_restore_loads_the_newest_dump_or_the_one_named(tmp_path: Path) -> N
     assert named.returncode == 0 and (tmp_path / "loaded").read_text() == "20260101T000000Z"
     missing = run_script(restore_script(), tmp_path, bin_dir, {"DUMP": "nope.sql.gz"})
     assert missing.returncode == 1 and "no dump" in missing.stderr
+    # A cut archive is refused before mariadb reads a byte of it.
+    cut = gzip.compress(b"x" * 100000)[:-40]
+    (backup / "slurm_acct_db-20260103T000000Z.sql.gz").write_bytes(cut)
+    (tmp_path / "loaded").unlink()
+    broken = run_script(restore_script(), tmp_path, bin_dir)
+    assert broken.returncode == 1 and "is not a whole gzip file" in broken.stderr
+    assert not (tmp_path / "loaded").exists()

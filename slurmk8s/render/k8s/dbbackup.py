@@ -23,6 +23,7 @@ BACKUP_DIR = "/backup"
 PASSWORD_DIR = "/run/db-password"  # the password Secret, as a file: the clients read it from MYSQL_PWD, set by the script
 DATABASE = "slurm_acct_db"
 PREFIX = f"{DATABASE}-"  # dump names: slurm_acct_db-<UTC time>.sql.gz, so that they sort by time
+LIST_DUMPS = f"ls -1 {BACKUP_DIR} | grep -E '^{PREFIX}[0-9TZ]+\\.sql\\.gz$' | sort"  # oldest first
 
 
 def backup_claim(profile: Profile) -> str:
@@ -44,19 +45,22 @@ def dump_script(keep: int) -> str:
         f'mv "$part.gz" "{BACKUP_DIR}/{PREFIX}$stamp.sql.gz"',
         f'echo "db-backup: wrote {PREFIX}$stamp.sql.gz ($(wc -c < "{BACKUP_DIR}/{PREFIX}$stamp.sql.gz") bytes)"',
         # Newest last in name order; all but the newest `keep` go.
-        f"ls -1 {BACKUP_DIR} | grep -E '^{PREFIX}[0-9TZ]+\\.sql\\.gz$' | sort | head -n -{keep} | while read -r old; do",
+        f"{LIST_DUMPS} | head -n -{keep} | while read -r old; do",
         f'  rm -f "{BACKUP_DIR}/$old" && echo "db-backup: removed $old"',
         "done",
     ]) + "\n"
 
 
 def restore_script() -> str:
-    """Load the dump named in DUMP, else the newest; refuse when slurmdbd still runs (it writes the database)."""
+    """Load the dump named in DUMP, else the newest (slurmdbd is to be scaled to zero first: docs/day2.md). The
+    archive is tested whole before anything is loaded: sh has no pipefail, so a gunzip that fails half-way
+    into the pipe would leave a partial restore that exits 0."""
     return "\n".join([
         "set -eu",
         f'MYSQL_PWD=$(cat {PASSWORD_DIR}/password); export MYSQL_PWD',
-        f"dump=${{DUMP:-$(ls -1 {BACKUP_DIR} | grep -E '^{PREFIX}[0-9TZ]+\\.sql\\.gz$' | sort | tail -n 1)}}",
+        f"dump=${{DUMP:-$({LIST_DUMPS} | tail -n 1)}}",
         f'[ -n "$dump" ] && [ -f "{BACKUP_DIR}/$dump" ] || {{ echo "db-restore: no dump {BACKUP_DIR}/${{dump:-{PREFIX}*}}" >&2; exit 1; }}',
+        f'gunzip -t "{BACKUP_DIR}/$dump" || {{ echo "db-restore: $dump is not a whole gzip file" >&2; exit 1; }}',
         'echo "db-restore: loading $dump"',
         f'gunzip -c "{BACKUP_DIR}/$dump" | mariadb --no-defaults --host="$DB_HOST" --port=3306 --user=slurm',
         'echo "db-restore: loaded $dump; scale slurmdbd up again"',
