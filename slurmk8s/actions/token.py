@@ -8,7 +8,7 @@ from slurmk8s.actions.interface import header
 from slurmk8s.errors import ClusterError, UsageError
 from slurmk8s.podside.tokens import PREFIX, parse_token, token_argv
 from slurmk8s.profile.files import read_profile
-from slurmk8s.profile.restapi import IMAGE_USERS, USER_NAME
+from slurmk8s.profile.restapi import USER_NAME, unresolvable
 from slurmk8s.render import render
 
 
@@ -23,7 +23,7 @@ def run_token(profile_path: str, cluster, user: str, lifespan: int, *, echo: Cal
         raise UsageError(f"{profile_path}: spec.restapi.enabled is false: slurmctld takes no JWT without slurmrestd "
                          "(AuthAltTypes=auth/jwt); enable it and run `slurmk8s up`")
     declared = {u.name for u in profile.identity.users} if profile.identity else set()
-    if declared and user not in declared and user not in IMAGE_USERS:
+    if unresolvable(user, declared):
         raise UsageError(f"user {user!r} is not declared in {profile_path} (spec.identity.users: "
                          f"{', '.join(sorted(declared))}): slurmctld could not resolve the token's user")
     bundle = render(profile)

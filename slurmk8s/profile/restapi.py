@@ -27,6 +27,12 @@ class TokenSecret:
     lifespan: int  # seconds, scontrol token's lifespan=
 
 
+def unresolvable(user: str, declared: set[str]) -> bool:
+    """True when spec.identity declares users and user is neither one of them nor an image's own account:
+    slurmctld could not map the token's name to a uid."""
+    return bool(declared) and user not in declared and user not in IMAGE_USERS
+
+
 def load_tokens(raw: dict[str, Any]) -> tuple[TokenSecret, ...]:
     return tuple(TokenSecret(t["user"], value_or_default(t, "lifespan", "spec.restapi.tokens[].lifespan"))
                  for t in raw.get("tokens", []))
@@ -57,7 +63,7 @@ def check_restapi(spec: dict) -> list[Problem]:
             what = "is listed twice" if seen[secret] == user else f"gets the same Secret name as {seen[secret]!r}"
             out.append((at + (i, "user"), f"user {user!r} {what}", False))
         seen.setdefault(secret, user)
-        if declared and user not in declared and user not in IMAGE_USERS:
+        if unresolvable(user, declared):
             out.append((at + (i, "user"), f"user {user!r} is not declared; slurmctld could not resolve the token's "
                         f"user: declare it under spec.identity.users (declared: {', '.join(sorted(declared))})", False))
     return out
